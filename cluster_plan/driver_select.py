@@ -1,0 +1,226 @@
+"""Choose the NVIDIA driver for a host from the GPU models the plan puts on it.
+
+Pure: catalog entries in, a choice (or a refusal naming every reason) out. The nvidia_driver
+role calls this through its filter plugin; ``python -m cluster_plan.driver_select MODEL...``
+prints the choice for a set of catalog models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from cluster_plan import catalog as accelerator_catalog
+
+KernelModules = Literal["open", "proprietary"]
+KernelModulesPreference = Literal["auto", "open", "proprietary"]
+
+# From R560 on NVIDIA installs the open kernel modules by default on GPUs that support them
+# (Turing and newer); older branches default to the proprietary modules.
+OPEN_MODULES_DEFAULT_FROM_BRANCH = 560
+
+
+@dataclass(frozen=True)
+class DriverChoice:
+    """What to install on a host."""
+
+    branch: int
+    kernel_modules: KernelModules
+    fabric_manager: bool  # NVSwitch systems need nvidia-fabricmanager of the same version
+    models: tuple[str, ...]
+    lts: bool
+    pinned: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["models"] = list(self.models)
+        return data
+
+
+class DriverRefusal(ValueError):
+    """No driver can be chosen; ``problems`` says why, every reason at once."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _covers(branch: int, branch_info: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    low = entry.get("min_driver_branch")
+    high = entry.get("max_driver_branch")
+    if entry.get("architecture") not in branch_info.get("architectures", []):
+        return False
+    if low is not None and branch < low:
+        return False
+    return high is None or branch <= high
+
+
+def _why_not(model: str, branch: int, branch_info: Mapping[str, Any] | None,
+             entry: Mapping[str, Any]) -> str:
+    low = entry.get("min_driver_branch")
+    high = entry.get("max_driver_branch")
+    if low is not None and branch < low:
+        return f"branch {branch} is older than {model}'s minimum branch {low}"
+    if high is not None and branch > high:
+        return f"branch {branch} is newer than {model}'s last supported branch {high}"
+    if branch_info is not None:
+        return (f"branch {branch} does not support {model}'s architecture "
+                f"{entry.get('architecture')}")
+    return f"branch {branch} does not support {model}"
+
+
+def _kernel_modules(branch: int, entries: Mapping[str, Mapping[str, Any]],
+                    preference: KernelModulesPreference) -> KernelModules | list[str]:
+    """The kernel module flavour for ``branch``, or the reasons no flavour fits."""
+    required = sorted(m for m, e in entries.items() if e.get("open_kernel_modules") == "required")
+    unsupported = sorted(m for m, e in entries.items()
+                         if e.get("open_kernel_modules") == "unsupported")
+    if required and unsupported:
+        return [f"{', '.join(required)} need the open kernel modules, which "
+                f"{', '.join(unsupported)} cannot use: put them on different hosts"]
+    if preference == "open" and unsupported:
+        return [f"open kernel modules were asked for, but {', '.join(unsupported)} "
+                "does not support them"]
+    if preference == "proprietary" and required:
+        return [f"proprietary kernel modules were asked for, but {', '.join(required)} "
+                "requires the open kernel modules"]
+    if required or preference == "open":
+        return "open"
+    if unsupported or preference == "proprietary":
+        return "proprietary"
+    return "open" if branch >= OPEN_MODULES_DEFAULT_FROM_BRANCH else "proprietary"
+
+
+def select_driver(
+    models: Iterable[str],
+    *,
+    pin: int | None = None,
+    kernel_modules: KernelModulesPreference = "auto",
+    available_branches: Iterable[int] | None = None,
+    source_name: str = "this OS",
+    catalog: Mapping[str, Mapping[str, Any]] | None = None,
+    branches: Mapping[int, Mapping[str, Any]] | None = None,
+) -> DriverChoice | None:
+    """The driver for a host carrying ``models`` (catalog keys).
+
+    Returns ``None`` when no model is an NVIDIA GPU (nothing to install). Without a pin the
+    newest branch that covers every model (and that ``available_branches``, the branches the
+    OS package source offers, contains) wins. Raises :class:`DriverRefusal` otherwise.
+    """
+    catalog = accelerator_catalog.load_catalog() if catalog is None else catalog
+    branches = accelerator_catalog.driver_branches() if branches is None else branches
+    problems: list[str] = []
+    entries: dict[str, Mapping[str, Any]] = {}
+    for model in dict.fromkeys(models):
+        entry = catalog.get(model)
+        if entry is None:
+            problems.append(f"{model!r} is not in the accelerator catalog")
+        elif entry.get("vendor") == "nvidia":
+            entries[model] = entry
+    if problems:
+        raise DriverRefusal(problems)
+    if not entries:
+        return None
+    if kernel_modules not in ("auto", "open", "proprietary"):
+        raise DriverRefusal([f"kernel modules must be auto, open or proprietary, "
+                             f"not {kernel_modules!r}"])
+
+    offered = sorted(branches) if available_branches is None else sorted(
+        b for b in branches if b in set(available_branches))
+    names = tuple(sorted(entries))
+    fabric_manager = any(bool(e.get("nvswitch")) for e in entries.values())
+
+    if pin is not None:
+        info = branches.get(pin)
+        if info is None:
+            known = ", ".join(str(b) for b in sorted(branches))
+            raise DriverRefusal([f"pinned branch {pin} is not a known driver branch "
+                                 f"(known: {known})"])
+        problems = [_why_not(m, pin, info, e) for m, e in entries.items()
+                    if not _covers(pin, info, e)]
+        if pin not in offered:
+            problems.append(f"branch {pin} is not packaged for {source_name} "
+                            f"(offered: {', '.join(str(b) for b in offered) or 'none'})")
+        flavour = _kernel_modules(pin, entries, kernel_modules)
+        if isinstance(flavour, list):
+            problems.extend(flavour)
+        if problems or isinstance(flavour, list):
+            raise DriverRefusal([f"pinned branch {pin} refused: {p}" for p in problems])
+        return DriverChoice(pin, flavour, fabric_manager, names, bool(info.get("lts")), True,
+                            f"branch {pin} pinned by the plan")
+
+    covering = [b for b in offered if all(_covers(b, branches[b], e) for e in entries.values())]
+    if not covering:
+        ranges = ", ".join(
+            f"{m} {e.get('min_driver_branch')}..{e.get('max_driver_branch') or 'newest'}"
+            for m, e in sorted(entries.items()))
+        offered_text = ", ".join(str(b) for b in offered) or "none"
+        raise DriverRefusal([f"no driver branch offered for {source_name} ({offered_text}) "
+                             f"covers every model on the host ({ranges})"])
+    branch = covering[-1]
+    flavour = _kernel_modules(branch, entries, kernel_modules)
+    if isinstance(flavour, list):
+        raise DriverRefusal(flavour)
+    return DriverChoice(branch, flavour, fabric_manager, names,
+                        bool(branches[branch].get("lts")), False,
+                        f"newest branch covering {', '.join(names)}")
+
+
+def choice_for_host(
+    accelerators: Mapping[str, Any] | None,
+    *,
+    pin: int | None = None,
+    kernel_modules: KernelModulesPreference = "auto",
+    available_branches: Iterable[int] | None = None,
+    source_name: str = "this OS",
+) -> dict[str, Any]:
+    """The choice for one ``plan_host.accelerators`` value, as a plain dict for Ansible.
+
+    ``install`` is false on hosts with no NVIDIA GPU in the plan; ``refusal`` carries the
+    reasons when no driver can be chosen (the role fails the host with it).
+    """
+    models = [] if not accelerators else [str(accelerators["model"])]
+    result: dict[str, Any] = {"install": False, "branch": None, "kernel_modules": None,
+                              "fabric_manager": False, "models": models, "lts": False,
+                              "pinned": pin is not None, "reason": None, "refusal": None}
+    try:
+        choice = select_driver(models, pin=pin, kernel_modules=kernel_modules,
+                               available_branches=available_branches, source_name=source_name)
+    except DriverRefusal as refusal:
+        result["refusal"] = str(refusal)
+        return result
+    if choice is None:
+        result["reason"] = "no NVIDIA GPU in the plan for this host"
+        return result
+    return {**choice.as_dict(), "install": True, "refusal": None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster_plan.driver_select",
+        description="Print the NVIDIA driver chosen for a host with the given catalog models.")
+    parser.add_argument("models", nargs="+", help="catalog model names on one host")
+    parser.add_argument("--pin", type=int, help="driver branch pinned by the plan")
+    parser.add_argument("--kernel-modules", choices=["auto", "open", "proprietary"],
+                        default="auto")
+    parser.add_argument("--available", type=int, nargs="*",
+                        help="branches the OS package source offers")
+    args = parser.parse_args(argv)
+    try:
+        choice = select_driver(args.models, pin=args.pin, kernel_modules=args.kernel_modules,
+                               available_branches=args.available)
+    except DriverRefusal as refusal:
+        for problem in refusal.problems:
+            print(f"refused: {problem}", file=sys.stderr)
+        return 1
+    print(json.dumps(None if choice is None else choice.as_dict(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
