@@ -1,0 +1,105 @@
+"""Findings: every problem found in a plan, with where it is and what to do about it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+PathPart = str | int
+JsonPath = tuple[PathPart, ...]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def format_path(path: Sequence[PathPart]) -> str:
+    """Render a path as JSONPath: ``$.networks.mgmt.cidr``, ``$.hardware['gpu-h100']``."""
+    out = "$"
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            out += f".{part}"
+        else:
+            out += "[" + json.dumps(part).replace('"', "'") + "]"
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    path: JsonPath = ()
+    severity: Severity = "error"
+    hint: str | None = None
+    file: str | None = None
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+    suppressed_by: str | None = field(default=None, compare=False)
+
+    @property
+    def json_path(self) -> str:
+        return format_path(self.path)
+
+    def located(self, file: str, line: int | None, column: int | None) -> Finding:
+        return Finding(self.code, self.message, self.path, self.severity, self.hint,
+                       file, line, column, self.suppressed_by)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.json_path,
+            "message": self.message,
+            "hint": self.hint,
+            "suppressed_by": self.suppressed_by,
+        }
+
+    def where(self) -> str:
+        if self.file is None:
+            return "<plan>"
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column or 1}"
+
+    def render(self, source_lines: Sequence[str] | None = None) -> str:
+        head = f"{self.where()}: {self.severity}[{self.code}] {self.json_path}: {self.message}"
+        lines = [head]
+        if source_lines is not None and self.line is not None and 0 < self.line <= len(source_lines):
+            text = source_lines[self.line - 1].rstrip("\n")
+            lines.append(f"    {text}")
+            lines.append("    " + " " * max((self.column or 1) - 1, 0) + "^")
+        if self.hint:
+            lines.append(f"    hint: {self.hint}")
+        return "\n".join(lines)
+
+
+def errors(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error" and f.suppressed_by is None]
+
+
+def warnings(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "warning" and f.suppressed_by is None]
+
+
+def sort_key(finding: Finding) -> tuple[str, int, int, str]:
+    return (finding.file or "", finding.line or 0, finding.column or 0, finding.code)
+
+
+class PlanError(Exception):
+    """Raised by the API when a plan cannot be used; carries every finding."""
+
+    def __init__(self, findings: Sequence[Finding], source_lines: Sequence[str] | None = None):
+        self.findings = list(findings)
+        self.source_lines = source_lines
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        shown = [f for f in self.findings if f.suppressed_by is None]
+        return "\n".join(f.render(self.source_lines) for f in shown)

@@ -1,0 +1,189 @@
+"""Read a plan file into plain data, remembering where every key and value came from.
+
+PyYAML silently keeps the last of two duplicate keys; a plan must not, so the node tree is
+composed first and turned into data here, with duplicates reported as findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster_plan.findings import Finding, JsonPath
+
+try:  # the C loader is several times faster on large plans
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+MAX_PLAN_BYTES = 16 * 1024 * 1024
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass
+class PlanDocument:
+    """A loaded plan: its data, and the line/column of each path (1-based)."""
+
+    file: str
+    text: str
+    data: Any
+    positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def source_lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int] | None:
+        """Position of ``path``, or of its nearest ancestor that has one."""
+        probe = tuple(path)
+        while True:
+            table = self.key_positions if key and probe in self.key_positions else self.positions
+            if probe in table:
+                return table[probe]
+            if not probe:
+                return None
+            probe = probe[:-1]
+
+    def place(self, finding: Finding, *, key: bool = False) -> Finding:
+        pos = self.locate(finding.path, key=key)
+        line, col = pos if pos else (None, None)
+        return finding.located(self.file, line, col)
+
+
+class _Builder:
+    def __init__(self, doc: PlanDocument) -> None:
+        self.doc = doc
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def build(self, node: yaml.Node, path: JsonPath) -> Any:
+        self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self.constructor.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, path: JsonPath) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        merged: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                value = self.build(value_node, path)
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, dict):
+                        merged.update({k: v for k, v in item.items() if k not in merged})
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self._finding("complex-key", "a mapping key must be a plain scalar", path, key_node)
+                continue
+            key = self.constructor.construct_object(key_node)
+            if not isinstance(key, str):
+                key = str(key)
+            child = (*path, key)
+            if key in result:
+                first = self.doc.key_positions[child]
+                self._finding(
+                    "duplicate-key",
+                    f"key {key!r} appears twice in this mapping (first on line {first[0]})",
+                    child, key_node,
+                    hint="YAML keeps only the last value silently; remove or rename one of them",
+                )
+                continue
+            self.doc.key_positions[child] = (key_node.start_mark.line + 1,
+                                             key_node.start_mark.column + 1)
+            result[key] = self.build(value_node, child)
+        for key, value in merged.items():
+            result.setdefault(key, value)
+        return result
+
+    def _finding(self, code: str, message: str, path: JsonPath, node: yaml.Node,
+                 hint: str | None = None) -> None:
+        self.doc.findings.append(Finding(code, message, path, hint=hint, file=self.doc.file,
+                                         line=node.start_mark.line + 1,
+                                         column=node.start_mark.column + 1))
+
+
+def _fail(file: str, code: str, message: str, line: int | None = None, column: int | None = None,
+          hint: str | None = None, text: str = "") -> PlanDocument:
+    doc = PlanDocument(file=file, text=text, data=None)
+    doc.findings.append(Finding(code, message, (), hint=hint, file=file, line=line, column=column))
+    return doc
+
+
+def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
+    """Parse plan text; problems become findings on the returned document, never exceptions."""
+    if isinstance(raw, bytes):
+        if len(raw) > MAX_PLAN_BYTES:
+            return _fail(file, "plan-too-large", f"the plan is {len(raw)} bytes; the limit is "
+                         f"{MAX_PLAN_BYTES}", hint="a plan describes node groups, not every node")
+        if b"\x00" in raw:
+            return _fail(file, "not-text", "the file holds binary data (NUL bytes), not YAML")
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            return _fail(file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start})")
+    else:
+        text = raw
+    if not text.strip() or all(not line.strip() or line.lstrip().startswith("#")
+                               for line in text.splitlines()):
+        return _fail(file, "empty-plan", "the plan is empty", text=text,
+                     hint="start from inventory/lab/cluster.yml or inventory/examples/")
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        col = mark.column + 1 if mark else None
+        problem = exc.problem or "invalid YAML"
+        context = f" ({exc.context})" if exc.context else ""
+        return _fail(file, "yaml-syntax", f"YAML syntax error: {problem}{context}", line, col,
+                     text=text, hint="check indentation and quoting on this line")
+    except yaml.YAMLError as exc:
+        return _fail(file, "yaml-syntax", f"YAML error: {exc}", text=text)
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        return _fail(file, "empty-plan", "the plan is empty", text=text)
+    if len(nodes) > 1:
+        second = nodes[1].start_mark
+        return _fail(file, "multiple-documents", "the plan holds more than one YAML document",
+                     second.line + 1, second.column + 1, text=text,
+                     hint="a plan is one document; remove the extra '---'")
+    doc = PlanDocument(file=file, text=text, data=None)
+    root = nodes[0]
+    if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
+        doc.findings.append(Finding("not-a-mapping", f"the top level of a plan must be a mapping, "
+                                    f"not {kind}", (), file=file, line=root.start_mark.line + 1,
+                                    column=root.start_mark.column + 1,
+                                    hint="a plan starts with keys such as 'plugin:' and "
+                                    "'cluster:'"))
+        return doc
+    try:
+        doc.data = _Builder(doc).build(root, ())
+    except yaml.YAMLError as exc:  # e.g. a malformed timestamp or an unknown tag
+        mark = getattr(exc, "problem_mark", None)
+        doc.findings.append(Finding("yaml-value", f"cannot read a value: {exc}", (), file=file,
+                                    line=mark.line + 1 if mark else None,
+                                    column=mark.column + 1 if mark else None))
+        doc.data = None
+    return doc
+
+
+def load_plan_file(path: str | Path) -> PlanDocument:
+    """Read and parse a plan file; an unreadable file is a finding too."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return _fail(name, "file-not-found", "no such file")
+    except IsADirectoryError:
+        return _fail(name, "not-a-file", "this is a directory, not a plan file")
+    except OSError as exc:
+        return _fail(name, "unreadable", f"cannot read the file: {exc.strerror}")
+    return parse_plan_text(raw, name)

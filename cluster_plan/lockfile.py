@@ -1,0 +1,58 @@
+"""Reading and writing the lock file that sits beside a plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.findings import Finding
+
+
+def lock_path_for(plan_path: str | Path) -> Path:
+    path = Path(plan_path)
+    return path.with_name(f"{path.stem}.lock.json")
+
+
+def read_lock(path: Path) -> tuple[dict[str, Any] | None, Finding | None]:
+    """The lock, or a finding saying why there is none to use."""
+    name = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, Finding("lock-missing", "the plan has no lock file", (),
+                             hint="run `cluster-plan lock PLAN` and commit the lock file",
+                             file=name)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, Finding("lock-unreadable", f"cannot read the lock file: {exc}", (), file=name)
+    try:
+        lock = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, Finding("lock-unreadable", f"the lock file is not JSON: {exc.msg}", (),
+                             file=name, line=exc.lineno, column=exc.colno,
+                             hint="restore it from version control, or run `cluster-plan lock` "
+                             "(addresses of existing hosts may then change)")
+    if not isinstance(lock, dict) or not isinstance(lock.get("networks"), dict) or not all(
+            isinstance(n, dict) and isinstance(n.get("hosts", {}), dict)
+            for n in lock["networks"].values()):
+        return None, Finding("lock-unreadable", "the lock file does not have the lock's shape",
+                             (), file=name)
+    return lock, None
+
+
+def render_lock(lock: dict[str, Any]) -> str:
+    return json.dumps(lock, indent=2) + "\n"
+
+
+def write_lock(path: Path, lock: dict[str, Any]) -> None:
+    """Write atomically, so an interrupted write never leaves half a lock."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(render_lock(lock))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

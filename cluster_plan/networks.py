@@ -1,0 +1,106 @@
+"""Plan networks as address arithmetic: which addresses exist, which are taken by the site."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import netaddr
+
+
+class AddressError(ValueError):
+    """A plan address or range that cannot be read."""
+
+
+@dataclass(frozen=True)
+class NetworkSpace:
+    name: str
+    network: netaddr.IPNetwork
+    reserved: frozenset[int]  # addresses (as ints) the allocator never hands out
+
+    @property
+    def first_host(self) -> int:
+        net = self.network
+        return int(net.first) if net.prefixlen >= 31 else int(net.first) + 1
+
+    @property
+    def last_host(self) -> int:
+        net = self.network
+        return int(net.last) if net.prefixlen >= 31 else int(net.last) - 1
+
+    @property
+    def usable(self) -> int:
+        return self.last_host - self.first_host + 1
+
+    def contains(self, address: int) -> bool:
+        return self.first_host <= address <= self.last_host
+
+
+def parse_address(text: str) -> int:
+    try:
+        return int(netaddr.IPAddress(text, version=4, flags=netaddr.INET_PTON))
+    except (netaddr.AddrFormatError, ValueError, TypeError) as exc:
+        raise AddressError(f"{text!r} is not an IPv4 address") from exc
+
+
+def parse_network(text: str) -> netaddr.IPNetwork:
+    try:
+        net = netaddr.IPNetwork(text, version=4)
+    except (netaddr.AddrFormatError, ValueError, TypeError) as exc:
+        raise AddressError(f"{text!r} is not an IPv4 network in CIDR form") from exc
+    if net.ip != net.network:
+        raise AddressError(f"{text!r} has host bits set; the network is {net.cidr}")
+    return net
+
+
+def parse_reserved_entry(entry: str) -> tuple[int, int]:
+    """A reserved entry (address, a-b range or CIDR) as an inclusive int range."""
+    if "/" in entry:
+        net = parse_network(entry)
+        return int(net.first), int(net.last)
+    if "-" in entry:
+        low, _, high = entry.partition("-")
+        first, last = parse_address(low.strip()), parse_address(high.strip())
+        if last < first:
+            raise AddressError(f"range {entry!r} ends before it starts")
+        return first, last
+    address = parse_address(entry)
+    return address, address
+
+
+def site_addresses(spec: dict[str, Any]) -> list[tuple[str, int]]:
+    """Addresses the site itself uses on a network (gateway, DNS, NTP given as addresses)."""
+    used = []
+    if spec.get("gateway"):
+        used.append(("gateway", parse_address(spec["gateway"])))
+    for key in ("dns", "ntp"):
+        for value in spec.get(key, []) or []:
+            try:
+                used.append((key, parse_address(value)))
+            except AddressError:
+                if key == "dns":
+                    raise
+                # an NTP server may be a host name; it holds no address here
+    return used
+
+
+def network_space(name: str, spec: dict[str, Any]) -> NetworkSpace:
+    """Build a network's address space; raises AddressError on unreadable input."""
+    net = parse_network(spec["cidr"])
+    reserved: set[int] = set()
+    first = int(net.first) + (0 if net.prefixlen >= 31 else 1)
+    value = spec.get("reserved", [])
+    if isinstance(value, int):
+        reserved.update(range(first, min(first + value, int(net.last) + 1)))
+    else:
+        for entry in value:
+            low, high = parse_reserved_entry(entry)
+            if high - low > 1 << 24:
+                raise AddressError(f"reserved range {entry!r} is too large")
+            reserved.update(range(max(low, int(net.first)), min(high, int(net.last)) + 1))
+    reserved.update(address for _, address in site_addresses(spec))
+    return NetworkSpace(name, net, frozenset(reserved))
+
+
+def to_text(address: int) -> str:
+    return str(netaddr.IPAddress(address, 4))

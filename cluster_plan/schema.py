@@ -1,0 +1,101 @@
+"""JSON Schema validation of a plan, turned into located findings with hints."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from cluster_plan.findings import Finding, JsonPath
+from cluster_plan.load import PlanDocument
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "cluster-plan.schema.json"
+
+
+@cache
+def plan_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return schema
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(plan_schema())
+
+
+def _subschema_properties(error: ValidationError) -> list[str]:
+    props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+    return list(props)
+
+
+def _leaf_errors(error: ValidationError) -> list[ValidationError]:
+    """For oneOf/anyOf, report the branch that got furthest instead of 'not valid under any'."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        deepest = max(len(e.absolute_path) for e in error.context)
+        if deepest > len(error.absolute_path):
+            return [e for e in error.context if len(e.absolute_path) == deepest]
+    return [error]
+
+
+def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, bool]:
+    """code, message, hint, path, and whether the finding points at a key."""
+    path: JsonPath = tuple(error.absolute_path)
+    kind = error.validator
+    if "propertyNames" in error.schema_path and isinstance(error.instance, str):
+        return "name", f"{error.instance!r} is not a valid name", \
+            "names start with a lower-case letter; then letters, digits, '-' or '_'", \
+            (*path, error.instance), True
+    if kind == "additionalProperties" and isinstance(error.instance, dict):
+        known = _subschema_properties(error)
+        extra = [k for k in error.instance if k not in known]
+        key = str(extra[0]) if extra else "?"
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = (f"did you mean {close[0]!r}?" if close
+                else "allowed keys: " + ", ".join(known) if known else None)
+        return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
+    if kind == "required":
+        missing = str(error.message).split("'")[1] if "'" in error.message else error.message
+        return "missing-key", f"required key {missing!r} is missing", None, path, False
+    if kind == "type":
+        expected = error.validator_value
+        got = type(error.instance).__name__
+        got = {"str": "string", "int": "integer", "float": "number", "dict": "mapping",
+               "list": "list", "bool": "boolean", "NoneType": "nothing"}.get(got, got)
+        hint = "quote dates and times, e.g. \"2027-01-05T02:00:00\"" if got in (
+            "datetime", "date") else None
+        return "type", f"expected {expected}, got {got} ({error.instance!r})", hint, path, False
+    if kind == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        close = difflib.get_close_matches(str(error.instance), list(map(str, error.validator_value)),
+                                          n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"one of: {allowed}"
+        return "enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False
+    if kind == "const":
+        return "value", f"must be {error.validator_value!r}", None, path, False
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return "range", f"{error.instance!r} is out of range ({kind} {error.validator_value})", \
+            None, path, False
+    if kind == "pattern":
+        desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+        return "format", f"{error.instance!r} is not valid here", desc, path, False
+    if kind in ("minProperties", "minItems"):
+        return "empty", "must not be empty", None, path, False
+    if kind == "uniqueItems":
+        return "duplicate-item", "list items must be unique", None, path, False
+    return "schema", error.message, None, path, False
+
+
+def schema_findings(doc: PlanDocument) -> list[Finding]:
+    findings = []
+    for top in _validator().iter_errors(doc.data):
+        for error in _leaf_errors(top):
+            code, message, hint, path, at_key = _describe(error)
+            finding = Finding(f"schema-{code}" if code == "schema" else code, message, path,
+                              hint=hint)
+            findings.append(doc.place(finding, key=at_key))
+    return findings

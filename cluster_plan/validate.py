@@ -1,0 +1,139 @@
+"""The validation pipeline: YAML -> schema -> semantic checks -> lock, every finding kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.checks import ALL_CHECKS
+from cluster_plan.findings import Finding, errors, format_path, sort_key
+from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
+from cluster_plan.lockfile import lock_path_for, read_lock
+from cluster_plan.nodes import Node, iter_nodes
+from cluster_plan.schema import schema_findings
+
+
+@dataclass
+class Validation:
+    doc: PlanDocument
+    findings: list[Finding] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    lock: dict[str, Any] | None = None
+    lock_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not errors(self.findings)
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.doc.data
+        return data
+
+
+def _semantic_findings(doc: PlanDocument, schema_clean: bool) -> tuple[list[Finding], list[Node]]:
+    plan = doc.data
+    findings: list[Finding] = []
+    try:
+        nodes = list(iter_nodes(plan))
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError):
+        if schema_clean:
+            raise
+        return [], []
+    for check in ALL_CHECKS:
+        try:
+            found = list(check(plan, nodes))
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+            # A plan with schema errors can break a check's assumptions; the schema findings
+            # already say what is wrong.
+            if schema_clean:
+                raise
+            continue
+        findings.extend(doc.place(f) for f in found)
+    return findings, nodes
+
+
+def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Finding]:
+    rules = (doc.data or {}).get("suppress") or []
+    if not isinstance(rules, list):
+        return findings
+    used = [False] * len(rules)
+    out = []
+    for finding in findings:
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, dict) or rule.get("code") != finding.code:
+                continue
+            if rule.get("path") not in (None, finding.json_path):
+                continue
+            used[i] = True
+            if finding.severity == "warning":
+                finding = Finding(finding.code, finding.message, finding.path, finding.severity,
+                                  finding.hint, finding.file, finding.line, finding.column,
+                                  suppressed_by=str(rule.get("reason")))
+            break
+        out.append(finding)
+    for i, rule in enumerate(rules):
+        if isinstance(rule, dict) and not used[i]:
+            out.append(doc.place(Finding("unused-suppression", f"no warning {rule.get('code')!r}"
+                                         + (f" at {rule['path']}" if rule.get("path") else "")
+                                         + " to suppress", ("suppress", i),
+                                         severity="warning")))
+        elif isinstance(rule, dict) and not any(
+                f.suppressed_by is not None and f.code == rule.get("code") for f in out):
+            out.append(doc.place(Finding("suppress-error", f"{rule.get('code')!r} is an error; "
+                                         "only warnings can be suppressed", ("suppress", i))))
+    return out
+
+
+def validate_document(doc: PlanDocument, *, lock_path: Path | None = None,
+                      check_lock: bool = True) -> Validation:
+    result = Validation(doc=doc, findings=list(doc.findings), lock_path=lock_path)
+    if doc.data is None or not isinstance(doc.data, dict):
+        return result
+    found = schema_findings(doc)
+    schema_clean = not errors(found)
+    semantic, nodes = _semantic_findings(doc, schema_clean)
+    result.findings.extend(found + semantic)
+    result.nodes = nodes
+    result.findings = _apply_suppressions(doc, result.findings)
+    if check_lock and lock_path is not None and result.ok:
+        _check_lock(result, lock_path)
+    result.findings.sort(key=sort_key)
+    return result
+
+
+def _check_lock(result: Validation, lock_path: Path) -> None:
+    lock, problem = read_lock(lock_path)
+    if problem:
+        result.findings.append(problem)
+        return
+    assert lock is not None
+    fresh, pin_findings = allocate_addresses(result.plan, result.nodes, lock)
+    result.findings.extend(result.doc.place(f) for f in pin_findings)
+    if pin_findings:
+        return
+    differences = lock_differences(lock, fresh)
+    if differences:
+        result.findings.append(Finding(
+            "lock-stale", "the lock file does not match the plan: " + "; ".join(differences),
+            (), file=str(lock_path),
+            hint="run `cluster-plan lock PLAN` to update it (surviving hosts keep their "
+            "addresses), review the diff, and commit it"))
+        return
+    result.lock = lock
+
+
+def validate_file(path: str | Path, *, check_lock: bool = True) -> Validation:
+    doc = load_plan_file(path)
+    return validate_document(doc, lock_path=lock_path_for(path), check_lock=check_lock)
+
+
+def validate_text(text: str | bytes, file: str = "<plan>", *, lock_path: Path | None = None,
+                  check_lock: bool = False) -> Validation:
+    return validate_document(parse_plan_text(text, file), lock_path=lock_path,
+                             check_lock=check_lock)
+
+
+__all__ = ["Validation", "format_path", "validate_document", "validate_file", "validate_text"]
