@@ -138,11 +138,15 @@ def lock_differences(current: Lock, fresh: Lock) -> list[str]:
     """What a stale lock lacks or has too much, in words (empty when the lock is current)."""
     problems = []
     cur_nets, new_nets = current.get("networks", {}), fresh.get("networks", {})
-    for name in new_nets.keys() - cur_nets.keys():
-        problems.append(f"network {name} is not in the lock")
-    for name in cur_nets.keys() - new_nets.keys():
-        problems.append(f"network {name} is in the lock but not in the plan")
-    for name in new_nets.keys() & cur_nets.keys():
+    for name in new_nets:
+        if name not in cur_nets:
+            problems.append(f"network {name} is not in the lock")
+    for name in cur_nets:
+        if name not in new_nets:
+            problems.append(f"network {name} is in the lock but not in the plan")
+    for name in new_nets:
+        if name not in cur_nets:
+            continue
         cur, new = cur_nets[name], new_nets[name]
         if cur.get("cidr") != new["cidr"]:
             problems.append(f"network {name} is {new['cidr']} in the plan, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 from functools import cache
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import jsonschema
@@ -14,12 +14,13 @@ from jsonschema.exceptions import ValidationError
 from cluster_plan.findings import Finding, JsonPath
 from cluster_plan.load import PlanDocument
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "cluster-plan.schema.json"
 
 
 @cache
 def plan_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    # data/cluster-plan.schema.json links to schemas/, so checkouts and wheels both find it
+    text = resources.files("cluster_plan").joinpath("data/cluster-plan.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
     return schema
 
 
