@@ -1,0 +1,91 @@
+"""Replay recorded NVML answers through the nvml_facts boundary, then judge them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nvml_replay import ReplayNvml, load_nvml_facts
+
+from cluster_plan.gpu_health import failures, judge_node
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.json"))
+nvml_facts = load_nvml_facts()
+
+
+def facts_for(fixture: dict[str, Any]) -> dict[str, Any]:
+    facts: dict[str, Any] = nvml_facts.query_nvml(ReplayNvml(fixture["recording"]))
+    facts["pci_devices"] = fixture["pci_devices"]
+    facts["loaded_module"] = None
+    facts["xid"] = {"source": "fixture", "since": "boot", "error": None,
+                    "events": nvml_facts.parse_xid_events(fixture["kernel_log"])}
+    return facts
+
+
+def keyed(report: dict[str, Any], status: str) -> list[list[Any]]:
+    return sorted(([f["gpu"], f["check"]] for f in report["findings"]
+                   if f["status"] == status), key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
+
+
+def test_there_are_fixtures_for_every_case() -> None:
+    names = {p.stem for p in FIXTURES}
+    assert {"healthy_8x_h100", "row_remap_pending", "pcie_x8", "nvlink_down",
+            "over_temperature", "gpu_missing"} <= names
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_fixture_verdict(path: Path) -> None:
+    fixture = json.loads(path.read_text())
+    report = judge_node(fixture["node"], facts_for(fixture), fixture["accelerators"],
+                        fixture["acceptance_gpu"])
+    expected = fixture["expected"]
+    assert report["verdict"] == expected["verdict"], failures(report)
+    want_fail = sorted(expected["failures"], key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
+    want_warn = sorted(expected["warnings"], key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
+    assert keyed(report, "fail") == want_fail
+    assert keyed(report, "warn") == want_warn
+    json.dumps(report)  # the report is plain data: it joins the acceptance report
+
+
+def test_healthy_node_reports_every_gpu_checked() -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
+    report = judge_node("gpu01", facts_for(fixture), fixture["accelerators"], None)
+    checked = {(f["gpu"], f["check"]) for f in report["findings"]}
+    for gpu in range(8):
+        for check in ("model", "memory", "temperature", "ecc_uncorrected", "remapped_rows",
+                      "pcie_width", "nvlink"):
+            assert (gpu, check) in checked
+    assert report["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert report["gpus"][0]["memory_total_mib"] == 81559
+    assert report["gpus"][0]["pci_bus_id"] == "00000000:18:00.0"
+    assert len(report["gpus"][0]["nvlinks"]) == 18
+
+
+def test_wrong_plan_names_model_and_count() -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
+    report = judge_node("gpu01", facts_for(fixture),
+                        {"model": "H200-SXM-141GB", "count": 1}, None)
+    assert report["verdict"] == "fail"
+    messages = "\n".join(failures(report))
+    assert "8 GPU(s) found, the plan says 1x H200-SXM-141GB" in messages
+    assert "GPU 0 is 'NVIDIA H100 80GB HBM3', the plan says one of ['NVIDIA H200']" in messages
+    assert "81559 MiB, the catalog says 143771 MiB" in messages
+
+
+def test_plan_threshold_overrides_default() -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
+    facts = facts_for(fixture)
+    report = judge_node("gpu01", facts, fixture["accelerators"], {"max_temp_c": 36})
+    hot = [f["gpu"] for f in report["findings"]
+           if f["check"] == "temperature" and f["status"] == "fail"]
+    assert hot == [4, 5, 6, 7]  # 33 + index C
+
+
+def test_expected_driver_branch_is_checked() -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
+    facts = facts_for(fixture)
+    assert judge_node("n", facts, fixture["accelerators"], None, 570)["verdict"] == "pass"
+    report = judge_node("n", facts, fixture["accelerators"], None, 580)
+    assert failures(report) == ["driver 570.172.08, expected branch 580"]
