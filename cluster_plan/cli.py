@@ -216,13 +216,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", metavar="PLAN")
     _add_format(p, "text", "json")
     p.set_defaults(func=cmd_audit)
-    for module in ("cluster_plan.lab.command", "cluster_plan.acceptance.command"):
+    for command, module in (("lab", "cluster_plan.lab.command"),
+                            ("report", "cluster_plan.acceptance.command")):
         try:
             importlib.import_module(module).register(sub)
-        except ModuleNotFoundError as exc:
-            if exc.name and not module.startswith(exc.name):
-                raise
+        except ImportError as exc:
+            # The plan commands must keep working even when an optional part cannot load.
+            broken = sub.add_parser(command, help=f"(unavailable: {exc})")
+            broken.add_argument("rest", nargs=argparse.REMAINDER)
+            broken.set_defaults(func=lambda _args, exc=exc, command=command: _unavailable(
+                command, exc))
     return parser
+
+
+def _unavailable(command: str, exc: ImportError) -> int:
+    print(f"cluster-plan {command} is unavailable: {exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
