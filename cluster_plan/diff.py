@@ -1,0 +1,218 @@
+"""What changes between two plans, and what each change does to a running cluster."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.expand import expand
+from cluster_plan.findings import PlanError, errors, format_path
+from cluster_plan.lockfile import lock_path_for, read_lock
+from cluster_plan.validate import Validation, validate_file
+
+# Ordered from harmless to disruptive.
+IMPACTS = ("none", "reconfigure", "drain and restart", "reinstall", "renumber")
+
+# Cluster-level paths (first keys) -> impact; the longest matching prefix wins.
+_CLUSTER_RULES: dict[tuple[str, ...], str] = {
+    ("cluster",): "reconfigure",
+    ("cluster", "name"): "reinstall",
+    ("cluster", "os"): "reinstall",
+    ("networks",): "reconfigure",
+    ("networks", "*", "cidr"): "reconfigure",  # renumbered hosts show on their own
+    ("networks", "*", "mtu"): "drain and restart",
+    ("networks", "*", "vlan"): "drain and restart",
+    ("networks", "*", "description"): "none",
+    ("topology",): "reconfigure",
+    ("racks",): "none",
+    ("hardware",): "none",  # effects show on the hosts that use a profile
+    ("node_groups",): "none",  # likewise
+    ("scheduler",): "reconfigure",
+    ("scheduler", "type"): "reinstall",
+    ("storage",): "reconfigure",
+    ("backups",): "reconfigure",
+    ("packages",): "reconfigure",
+    ("access",): "reconfigure",
+    ("acceptance",): "none",
+    ("lab",): "none",
+}
+_HOST_RULES: dict[str, str] = {
+    "interfaces": "reconfigure",
+    "interfaces.*.address": "renumber",
+    "interfaces.*.mtu": "drain and restart",
+    "interfaces.*.vlan": "drain and restart",
+    "interfaces.*.device": "drain and restart",
+    "address": "renumber",
+    "hardware_profile": "reinstall",
+    "accelerators": "reinstall",
+    "disks": "reinstall",
+    "cpu_cores": "drain and restart",
+    "memory_gb": "drain and restart",
+    "roles": "drain and restart",
+    "rack": "drain and restart",
+    "access_switch": "drain and restart",
+    "aggregation_switch": "reconfigure",
+    "core_switches": "reconfigure",
+    "link_gbps": "reconfigure",
+    "pool": "reconfigure",
+    "datasets": "reconfigure",
+    "fqdn": "reconfigure",
+    "node_group": "none",
+    "index": "none",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    kind: str  # added | removed | changed
+    impact: str
+    old: Any = None
+    new: Any = None
+    host: str | None = None
+    data_loss: bool = False
+
+    @property
+    def destructive(self) -> bool:
+        return self.data_loss or IMPACTS.index(self.impact) >= IMPACTS.index("reinstall")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "impact": self.impact, "host": self.host,
+                "destructive": self.destructive, "old": self.old, "new": self.new}
+
+
+def _keyed(value: Any) -> Any:
+    """Lists of named mappings become mappings, lists of scalars sorted: order is no change."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) and "name" in v for v in value):
+            return {v["name"]: _keyed(v) for v in value}
+        if all(not isinstance(v, dict | list) for v in value):
+            return sorted(value, key=repr)
+        return [_keyed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _keyed(v) for k, v in value.items()}
+    return value
+
+
+def _leaves(old: Any, new: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str,
+                                                                         Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old.keys() | new.keys():
+            if key not in new:
+                yield (*path, key), "removed", old[key], None
+            elif key not in old:
+                yield (*path, key), "added", None, new[key]
+            else:
+                yield from _leaves(old[key], new[key], (*path, key))
+    elif old != new:
+        yield path, "changed", old, new
+
+
+def _rule(path: tuple[Any, ...]) -> str:
+    best, length = "reconfigure", -1
+    for pattern, impact in _CLUSTER_RULES.items():
+        if len(pattern) > len(path) or len(pattern) <= length:
+            continue
+        if all(p in ("*", q) for p, q in zip(pattern, path, strict=False)):
+            best, length = impact, len(pattern)
+    return best
+
+
+def _host_rule(path: tuple[Any, ...]) -> str:
+    if path[0] == "interfaces" and len(path) >= 3:
+        return _HOST_RULES.get(f"interfaces.*.{path[2]}", "reconfigure")
+    return _HOST_RULES.get(str(path[0]), "reconfigure")
+
+
+def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    changes = []
+    skip = {"hosts", "groups"}
+    old_c = _keyed({k: v for k, v in old.items() if k not in skip})
+    new_c = _keyed({k: v for k, v in new.items() if k not in skip})
+    for path, kind, before, after in _leaves(old_c, new_c, ()):
+        data_loss = (path[:3] == ("storage", "ceph", "pools") and kind == "removed")
+        changes.append(Change(format_path(path), kind, _rule(path), before, after,
+                              data_loss=data_loss))
+    old_hosts, new_hosts = old["hosts"], new["hosts"]
+    for name in new_hosts.keys() - old_hosts.keys():
+        changes.append(Change(format_path(("hosts", name)), "added", "reconfigure", host=name))
+    for name in old_hosts.keys() - new_hosts.keys():
+        changes.append(Change(format_path(("hosts", name)), "removed", "drain and restart",
+                              host=name, data_loss=True))
+    for name in old_hosts.keys() & new_hosts.keys():
+        before, after = old_hosts[name], new_hosts[name]
+        if before == after:
+            continue
+        for path, kind, was, now in _leaves(_keyed(before), _keyed(after), ()):
+            if path[0] == "interfaces":
+                path = path[:3]  # one change per interface setting
+            changes.append(Change(format_path(("hosts", name, *path)), kind,
+                                  _host_rule(path), was, now, host=name))
+    changes.sort(key=lambda c: (-IMPACTS.index(c.impact), c.path))
+    return changes
+
+
+def _validated(path: str | Path) -> Validation:
+    result = validate_file(path, check_lock=False)
+    if not result.ok:
+        raise PlanError(errors(result.findings), result.doc.source_lines)
+    return result
+
+
+def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
+    """Compare two plans as they would run: OLD with its lock, NEW with the lock that
+    `cluster-plan lock` would give it starting from OLD's (so renumbering shows)."""
+    old, new = _validated(old_path), _validated(new_path)
+    old_lock, _ = read_lock(lock_path_for(old_path))
+    if old_lock is None or lock_differences(old_lock, allocate_addresses(
+            old.plan, old.nodes, old_lock)[0]):
+        old_lock = allocate_addresses(old.plan, old.nodes, old_lock)[0]
+    new_lock, findings = allocate_addresses(new.plan, new.nodes, old_lock)
+    if findings:
+        raise PlanError([new.doc.place(f) for f in findings], new.doc.source_lines)
+    return diff_expanded(expand(old.plan, old.nodes, old_lock),
+                         expand(new.plan, new.nodes, new_lock))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def render_changes(changes: list[Change]) -> str:
+    if not changes:
+        return "no changes"
+    lines = []
+    by_impact: dict[str, list[Change]] = defaultdict(list)
+    for change in changes:
+        by_impact[change.impact].append(change)
+    for impact in reversed(IMPACTS):
+        group = by_impact.get(impact)
+        if not group:
+            continue
+        lines.append(f"{impact} ({len(group)}):")
+        # many hosts changing the same way read better as one line
+        summary: dict[tuple[str, str], list[Change]] = defaultdict(list)
+        for change in group:
+            prefix = format_path(("hosts", change.host)) if change.host else ""
+            field = change.path[len(prefix) + 1:] if change.host else change.path
+            summary[(change.kind, field)].append(change)
+        for (kind, field), items in summary.items():
+            flag = " [destructive]" if any(c.destructive for c in items) else ""
+            if items[0].host is not None and len(items) > 3:
+                hosts = sorted(c.host or "" for c in items)
+                lines.append(f"  {kind} {field} on {len(items)} hosts ({hosts[0]} .. "
+                             f"{hosts[-1]}){flag}")
+                continue
+            for c in items:
+                detail = ""
+                if c.kind == "changed":
+                    detail = f": {_short(c.old)} -> {_short(c.new)}"
+                elif c.kind == "added" and c.host is None:
+                    detail = f": {_short(c.new)}"
+                lines.append(f"  {c.kind} {c.path}{detail}{flag}")
+    return "\n".join(lines)
