@@ -1,0 +1,70 @@
+"""`cluster-plan audit`: what the plan adds up to: capacity, address use, oversubscription."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import netaddr
+
+ADDRESS_USE_LIMIT = 0.9  # above this a network has no room to grow
+OVERSUBSCRIPTION_LIMIT = 3.0
+
+
+def audit(expanded: dict[str, Any]) -> dict[str, Any]:
+    hosts = list(expanded["hosts"].values())
+    accelerators: Counter[str] = Counter()
+    for host in hosts:
+        if host["accelerators"]:
+            accelerators[host["accelerators"]["model"]] += host["accelerators"]["count"]
+    networks = {}
+    problems = []
+    for name, spec in expanded["networks"].items():
+        size = netaddr.IPNetwork(spec["cidr"]).size - 2
+        used = sum(1 for h in hosts if name in h["interfaces"])
+        share = used / size if size > 0 else 1.0
+        networks[name] = {"cidr": spec["cidr"], "hosts": used, "addresses": size,
+                          "used_pct": round(100 * share, 1)}
+        if share > ADDRESS_USE_LIMIT:
+            problems.append(f"network {name} is {share:.0%} used")
+    switches = {}
+    for name, spec in expanded["topology"]["access"].items():
+        members = [h for h in hosts if h["access_switch"] == name]
+        demand = len(members) * spec["link_gbps"]
+        uplink = spec.get("uplink_gbps")
+        ratio = round(demand / uplink, 2) if uplink else None
+        switches[name] = {"hosts": len(members), "host_gbps": demand, "uplink_gbps": uplink,
+                          "oversubscription": ratio}
+        if ratio is not None and ratio > OVERSUBSCRIPTION_LIMIT:
+            problems.append(f"access switch {name} is oversubscribed {ratio}:1")
+    return {
+        "cluster": expanded["cluster"]["name"],
+        "hosts": len(hosts),
+        "cpu_cores": sum(h["cpu_cores"] for h in hosts),
+        "memory_gb": sum(h["memory_gb"] for h in hosts),
+        "accelerators": dict(sorted(accelerators.items())),
+        "pools": dict(sorted(Counter(h["pool"] for h in hosts if h["pool"]).items())),
+        "networks": networks,
+        "access_switches": switches,
+        "problems": problems,
+    }
+
+
+def render_audit(report: dict[str, Any]) -> str:
+    lines = [f"cluster {report['cluster']}: {report['hosts']} hosts, {report['cpu_cores']} "
+             f"cores, {report['memory_gb']:g} GB memory"]
+    for model, count in report["accelerators"].items():
+        lines.append(f"  {count} x {model}")
+    for pool, count in report["pools"].items():
+        lines.append(f"  pool {pool}: {count} hosts")
+    lines.append("networks:")
+    for name, net in report["networks"].items():
+        lines.append(f"  {name} {net['cidr']}: {net['hosts']}/{net['addresses']} addresses "
+                     f"({net['used_pct']}%)")
+    lines.append("access switches:")
+    for name, sw in report["access_switches"].items():
+        ratio = f"{sw['oversubscription']}:1" if sw["oversubscription"] is not None else "n/a"
+        lines.append(f"  {name}: {sw['hosts']} hosts, {sw['host_gbps']:g} Gb/s down, "
+                     f"{sw['uplink_gbps'] or '?'} Gb/s up ({ratio})")
+    lines += [f"problem: {p}" for p in report["problems"]] or ["no problems"]
+    return "\n".join(lines)
