@@ -1,0 +1,171 @@
+"""`cluster-plan report` and `cluster-plan acceptance`: thin shells over the package.
+
+Exit codes: 0 the cluster passed, 1 it failed (every fault printed), 2 unreadable input or a
+usage error. No traceback for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.acceptance.execution import PrefixExecutor
+from cluster_plan.acceptance.html import render_html
+from cluster_plan.acceptance.report import ReportError, load_report, write_report
+from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
+from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    """Add `report` and `acceptance` to the CLI's subparsers (argparse `add_subparsers()`)."""
+    report = subparsers.add_parser(
+        "report",
+        help="render an acceptance report (JSON) as HTML",
+        description="Validate an acceptance report against its schema and write it as HTML. "
+        "Exit 1 when the cluster failed, 2 when the file cannot be read.",
+    )
+    report.add_argument("results", type=Path, help="acceptance.json written by `acceptance`")
+    report.add_argument("--output", type=Path, help="HTML file (default: beside RESULTS)")
+    report.add_argument("--format", choices=["text", "json"], default="text")
+    report.set_defaults(handler=report_command)
+
+    run = subparsers.add_parser(
+        "acceptance",
+        help="run network acceptance tests on the cluster and judge them against the plan",
+        description="Bandwidth (iperf3), latency, loss and MTU (fping) between every pair of "
+        "nodes; writes reports/<cluster>/acceptance.json and .html.",
+    )
+    run.add_argument("plan", type=Path, help="the cluster plan (YAML)")
+    run.add_argument(
+        "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
+    )
+    run.add_argument(
+        "--transport",
+        choices=["lab", "ssh", "exec"],
+        default="ssh",
+        help="lab: `cluster-plan lab run PLAN NODE --`; ssh: root@address; exec: --exec-prefix",
+    )
+    run.add_argument(
+        "--exec-prefix",
+        help="command put before each node command, {node} and {address} substituted "
+        "(e.g. 'ip netns exec {node}')",
+    )
+    run.add_argument("--ssh-option", action="append", default=[], metavar="OPT")
+    run.add_argument("--ssh-user", default="root")
+    run.add_argument("--nodes", help="comma-separated hosts to test (default: all)")
+    run.add_argument("--duration", type=float, help="seconds per iperf3 test (default: plan)")
+    run.add_argument("--omit", type=int, default=1, help="warm-up seconds left out (default 1)")
+    run.add_argument("--probes", type=int, help="fping probes per pair (default: from the plan)")
+    run.add_argument("--phases", default=",".join(PHASES), help="subset of " + ",".join(PHASES))
+    run.add_argument("--no-retest", action="store_true", help="do not retest suspects alone")
+    run.add_argument("--sequential", action="store_true", help="one pair at a time (baseline)")
+    run.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
+    run.add_argument("--format", choices=["text", "json"], default="text")
+    run.set_defaults(handler=acceptance_command)
+
+
+def _summary(report: dict[str, Any]) -> str:
+    lines = [f"{report['cluster']}: {'PASSED' if report['passed'] else 'FAILED'}"]
+    for f in report["findings"]:
+        where = f["node"] or " <-> ".join(f["pairs"][0])
+        cause = f" (explained by {f['explained_by']})" if f["explained_by"] else ""
+        lines.append(f"  {f['severity']:7} {f['kind']:17} {where:20} {f['message']}{cause}")
+    return "\n".join(lines)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    try:
+        report = load_report(args.results)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    output = args.output or args.results.with_suffix(".html")
+    try:
+        output.write_text(render_html(report))
+    except OSError as exc:
+        print(f"error: cannot write {output}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps({"passed": report["passed"], "html": str(output),
+                          "nodes_at_fault": report["nodes_at_fault"]}))  # fmt: skip
+    else:
+        print(_summary(report))
+        print(f"wrote {output}")
+    return EXIT_OK if report["passed"] else EXIT_FAILED
+
+
+def _load_expanded(args: argparse.Namespace) -> dict[str, Any]:
+    if args.expanded:
+        try:
+            data = json.loads(args.expanded.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SpecError(f"{args.expanded}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SpecError(f"{args.expanded}: not an expanded plan (a JSON object)")
+        return data
+    from cluster_plan.api import PlanError, load_expanded
+
+    try:
+        return dict(load_expanded(str(args.plan)))
+    except PlanError as exc:
+        raise SpecError(str(exc)) from exc
+
+
+def _executor(args: argparse.Namespace, addresses: dict[str, str]) -> PrefixExecutor:
+    if args.transport == "lab":
+        prefix = ["cluster-plan", "lab", "run", str(args.plan), "{node}", "--"]
+        return PrefixExecutor(prefix, addresses)
+    if args.transport == "exec":
+        if not args.exec_prefix:
+            raise SpecError("--transport exec needs --exec-prefix")
+        return PrefixExecutor(shlex.split(args.exec_prefix), addresses)
+    options = [part for opt in args.ssh_option for part in ("-o", opt)]
+    prefix = ["ssh", "-o", "BatchMode=yes", *options, f"{args.ssh_user}@{{address}}"]
+    return PrefixExecutor(prefix, addresses, remote_shell=True)
+
+
+def acceptance_command(args: argparse.Namespace) -> int:
+    phases = tuple(p for p in args.phases.split(",") if p)
+    if unknown := sorted(set(phases) - set(PHASES)):
+        print(f"error: unknown phase {', '.join(unknown)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        expanded = _load_expanded(args)
+        nodes = args.nodes.split(",") if args.nodes else None
+        spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
+        addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
+        executor = _executor(args, addresses)
+    except (SpecError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    options = RunOptions(
+        omit_s=args.omit, probes=args.probes, phases=phases, retest=not args.no_retest,
+        sequential=args.sequential,
+    )  # fmt: skip
+    report = AcceptanceRunner(spec, executor, options).run()
+    out_dir = args.output_dir or Path("reports") / spec.cluster
+    json_path, html_path = write_report(report, out_dir)
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(_summary(report))
+        print(f"wrote {json_path} and {html_path}")
+    return EXIT_OK if report["passed"] else EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m cluster_plan.acceptance.command`) until the CLI wires us."""
+    parser = argparse.ArgumentParser(prog="cluster-plan")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""How commands reach nodes: one small protocol, several transports.
+
+The runner only ever calls `Executor.run` and `Executor.spawn`. Real clusters use SSH, the lab
+runs a command inside a node's namespaces, unit tests use a scripted fake.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command left behind; `rc` 127 means the tool was not found, 124 a timeout."""
+
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+
+    def raw(self) -> str:
+        """The output as kept in a report for a failed measurement."""
+        parts = [f"$ {shlex.join(self.argv)}", f"exit status {self.rc}"]
+        if self.stdout:
+            parts.append(f"--- stdout ---\n{self.stdout}")
+        if self.stderr:
+            parts.append(f"--- stderr ---\n{self.stderr}")
+        return "\n".join(parts)
+
+
+class Running(Protocol):
+    def stop(self) -> CommandResult:
+        """End the process (if still running) and collect its output."""
+
+
+class Executor(Protocol):
+    def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        """Run argv on node to completion (or timeout), never raising for the command's sake."""
+
+    def spawn(self, node: str, argv: Sequence[str]) -> Running:
+        """Start argv on node in the background."""
+
+
+class _Process:
+    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[str] | None, error: str):
+        self._argv = argv
+        self._proc = proc
+        self._error = error
+
+    def stop(self) -> CommandResult:
+        if self._proc is None:
+            return CommandResult(self._argv, 127, "", self._error)
+        if self._proc.poll() is None:
+            self._proc.terminate()
+        try:
+            out, err = self._proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            out, err = self._proc.communicate()
+        return CommandResult(self._argv, self._proc.returncode, out, err)
+
+
+class PrefixExecutor:
+    """Runs `prefix(node) + argv` locally: SSH, `nsenter`, `cluster-plan lab run`, or nothing.
+
+    `prefix` is a template list whose items may contain `{node}` and `{address}`, e.g.
+    `["ssh", "-o", "BatchMode=yes", "root@{address}"]` or `["cluster-plan", "lab", "run",
+    "inventory/lab/cluster.yml", "{node}", "--"]`. When the prefix goes through a shell on the
+    far side (SSH), the command is quoted as one string.
+    """
+
+    def __init__(
+        self,
+        prefix: Sequence[str] = (),
+        addresses: Mapping[str, str] | None = None,
+        remote_shell: bool = False,
+    ) -> None:
+        self._prefix = tuple(prefix)
+        self._addresses = dict(addresses or {})
+        self._remote_shell = remote_shell
+
+    def command(self, node: str, argv: Sequence[str]) -> tuple[str, ...]:
+        values = {"node": node, "address": self._addresses.get(node, node)}
+        head = tuple(part.format(**values) for part in self._prefix)
+        if self._remote_shell:
+            return (*head, shlex.join(argv))
+        return (*head, *argv)
+
+    def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        full = self.command(node, argv)
+        try:
+            proc = subprocess.run(
+                full, capture_output=True, text=True, timeout=timeout, errors="replace", check=False
+            )
+        except FileNotFoundError as exc:
+            return CommandResult(tuple(argv), 127, "", f"{exc.filename}: not found")
+        except subprocess.TimeoutExpired as exc:
+            return CommandResult(
+                tuple(argv),
+                124,
+                _text(exc.stdout),
+                _text(exc.stderr) + f"\ntimed out after {timeout:g} s",
+            )
+        return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+
+    def spawn(self, node: str, argv: Sequence[str]) -> Running:
+        full = self.command(node, argv)
+        try:
+            proc = subprocess.Popen(
+                full,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+            )
+        except FileNotFoundError as exc:
+            return _Process(tuple(argv), None, f"{exc.filename}: not found")
+        return _Process(tuple(argv), proc, "")
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value

@@ -1,0 +1,189 @@
+"""The acceptance report as one self-contained HTML page: heatmaps as inline SVG, no assets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+CELL, LABEL = 34, 90
+GOOD, WARN, BAD, ERRORED, EMPTY = "#2e7d32", "#f9a825", "#c62828", "#6a1b9a", "#eeeeee"
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}
+h1 .pass{color:#2e7d32} h1 .fail{color:#c62828}
+table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f4f4f4;text-align:left} pre{background:#f7f7f7;padding:.6em;overflow:auto}
+.legend span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}
+svg text{font-size:11px;font-family:monospace}
+"""
+
+
+def _heatmap(
+    nodes: Sequence[str],
+    cells: Mapping[tuple[str, str], tuple[str, str]],
+    title: str,
+) -> str:
+    """cells[(row, col)] = (colour, text); rows and columns in node order."""
+    size = LABEL + CELL * len(nodes) + 10
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+        f'role="img" aria-label="{escape(title)}">'
+    ]
+    for i, name in enumerate(nodes):
+        y = LABEL + CELL * i + CELL / 2 + 4
+        x = LABEL + CELL * i + CELL / 2
+        out.append(f'<text x="{LABEL - 4}" y="{y}" text-anchor="end">{escape(name)}</text>')
+        out.append(
+            f'<text x="{x}" y="{LABEL - 4}" transform="rotate(-60 {x} {LABEL - 4})">'
+            f"{escape(name)}</text>"
+        )
+    for r, row in enumerate(nodes):
+        for c, col in enumerate(nodes):
+            colour, text = cells.get((row, col), (EMPTY, ""))
+            x, y = LABEL + CELL * c, LABEL + CELL * r
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" fill="{colour}">'
+                f"<title>{escape(row)} / {escape(col)}: {escape(text)}</title></rect>"
+            )
+            if text:
+                out.append(
+                    f'<text x="{x + CELL / 2}" y="{y + CELL / 2 + 4}" text-anchor="middle" '
+                    f'fill="white">{escape(text[:5])}</text>'
+                )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _bandwidth_cells(
+    rows: Sequence[Mapping[str, Any]], network: str
+) -> dict[tuple[str, str], tuple[str, str]]:
+    cells = {}
+    for row in rows:
+        if row["network"] != network:
+            continue
+        if row["status"] == "error":
+            cell = (ERRORED, "err")
+        else:
+            colour = BAD if row["status"] == "fail" else WARN if row["outlier"] else GOOD
+            cell = (colour, f"{row['gbps']:.3g}")
+        cells[(row["client"], row["server"])] = cell
+        cells[(row["server"], row["client"])] = cell
+    return cells
+
+
+def _latency_cells(
+    rows: Sequence[Mapping[str, Any]], network: str
+) -> dict[tuple[str, str], tuple[str, str]]:
+    cells = {}
+    for row in rows:
+        if row["network"] != network:
+            continue
+        if row["error"]:
+            cells[(row["source"], row["target"])] = (ERRORED, "err")
+            continue
+        bad = row["latency_status"] == "fail" or row["loss_status"] == "fail"
+        median = row["rtt_median_ms"]
+        text = "lost" if median is None else f"{median:.3g}"
+        cells[(row["source"], row["target"])] = (BAD if bad else GOOD, text)
+    return cells
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape('' if v is None else str(v))}</td>" for v in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _raw_outputs(report: Mapping[str, Any]) -> str:
+    parts = []
+    sections: list[tuple[str, Callable[[Mapping[str, Any]], str]]] = [
+        ("bandwidth", lambda r: f"iperf3 {r['client']} -> {r['server']}"),
+        ("probes", lambda r: f"fping {r['source']} -> {r['target']}"),
+        ("mtu", lambda r: f"MTU {r['source']} -> {r['target']}"),
+    ]
+    for key, label in sections:
+        for row in report[key]:
+            for attempt in (row, row.get("first_attempt") or {}):
+                if attempt.get("raw"):
+                    parts.append(
+                        f"<details><summary>{escape(row['network'])}: {escape(label(row))}: "
+                        f"{escape(attempt.get('error') or 'failed')}</summary>"
+                        f"<pre>{escape(attempt['raw'])}</pre></details>"
+                    )
+    return "".join(parts) or "<p>None.</p>"
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    c = report["criteria"]
+    verdict = (
+        '<span class="pass">PASSED</span>'
+        if report["passed"]
+        else ('<span class="fail">FAILED</span>')
+    )
+    findings = report["findings"]
+    body = [
+        f"<h1>Network acceptance: {escape(report['cluster'])} {verdict}</h1>",
+        f"<p>Generated {escape(report['generated_at'])}. Plan thresholds: at least "
+        f"{c['min_gbps']:g} Gb/s per pair, median round trip at most {c['max_latency_ms']:g} ms, "
+        f"loss at most {c['max_loss_pct']:g}% ({c['probes']} probes per direction), "
+        f"{c['duration_s']:g} s iperf3 tests. Bandwidth is shown in plan units "
+        f"(measured / rate scale {c['rate_scale']:g}).</p>",
+        "<h2>Faults</h2>",
+        _table(
+            ["node", "cause", "all kinds", "network"],
+            [
+                (n["node"], n["kind"], ", ".join(n["kinds"]), n["network"])
+                for n in report["nodes_at_fault"]
+            ],
+        )
+        if report["nodes_at_fault"]
+        else "<p>No node at fault.</p>",
+        "<h2>Findings</h2>",
+        _table(
+            ["severity", "kind", "where", "network", "message", "explained by"],
+            [
+                (
+                    f["severity"],
+                    f["kind"],
+                    f["node"] or " <-> ".join(f["pairs"][0]),
+                    f["network"],
+                    f["message"],
+                    f["explained_by"],
+                )
+                for f in findings
+            ],
+        )
+        if findings
+        else "<p>None.</p>",
+    ]
+    legend = (
+        '<p class="legend">'
+        f'<span style="background:{GOOD}"></span>meets the plan'
+        f'<span style="background:{WARN}"></span>outlier'
+        f'<span style="background:{BAD}"></span>fails the plan'
+        f'<span style="background:{ERRORED}"></span>measurement failed</p>'
+    )
+    for network in report["networks"]:
+        nodes = [n["name"] for n in network["nodes"]]
+        name = network["name"]
+        body += [
+            f"<h2>Network {escape(name)} (MTU {network['mtu']})</h2>",
+            legend,
+            "<h3>Bandwidth, Gb/s (plan units)</h3>",
+            _heatmap(nodes, _bandwidth_cells(report["bandwidth"], name), f"bandwidth {name}"),
+            "<h3>Median round trip, ms (row pings column)</h3>",
+            _heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
+        ]
+    body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
+    timing = report.get("timing") or {}
+    if timing:
+        body += ["<h2>Timing</h2>", _table(["phase", "value"], sorted(timing.items()))]
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Network acceptance: {escape(report['cluster'])}</title>"
+        f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )

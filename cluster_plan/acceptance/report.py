@@ -1,0 +1,183 @@
+"""The acceptance report: one JSON document (schemas/acceptance-report.schema.json)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.acceptance.fping import ProbeSample, loss_upper_bound_pct
+from cluster_plan.acceptance.iperf import BandwidthSample
+from cluster_plan.acceptance.spec import AcceptanceSpec, Criteria
+from cluster_plan.acceptance.verdicts import (
+    BandwidthTest,
+    Finding,
+    MtuTest,
+    ProbeTest,
+    bandwidth_median,
+    bandwidth_status,
+    is_outlier,
+    latency_status,
+    loss_status,
+    mtu_status,
+    nodes_at_fault,
+)
+
+SCHEMA_ID = "https://cluster-plan.dev/schemas/acceptance-report.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "acceptance-report.schema.json"
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _bandwidth(sample: BandwidthSample, criteria: Criteria) -> dict[str, Any]:
+    def gbps(bps: float | None) -> float | None:
+        return _round(criteria.plan_gbps(bps)) if bps is not None else None
+
+    return {
+        "status": bandwidth_status(sample, criteria),
+        "gbps": gbps(sample.bps),
+        "forward_gbps": gbps(sample.forward_bps) if sample.ok else None,
+        "reverse_gbps": gbps(sample.reverse_bps) if sample.ok else None,
+        "measured_bps": _round(sample.bps, 0),
+        "retransmits": sample.retransmits,
+        "error": sample.error,
+        "raw": sample.raw,
+    }
+
+
+def _probe(sample: ProbeSample, criteria: Criteria) -> dict[str, Any]:
+    return {
+        "latency_status": latency_status(sample, criteria),
+        "loss_status": loss_status(sample, criteria),
+        "sent": sample.sent,
+        "received": sample.received,
+        "loss_pct": _round(sample.loss_pct),
+        "loss_upper_bound_pct": (
+            _round(loss_upper_bound_pct(sample.sent, sample.received)) if sample.ok else None
+        ),
+        "rtt_median_ms": _round(sample.median_ms),
+        "rtt_p99_ms": _round(sample.p99_ms),
+        "error": sample.error,
+        "raw": sample.raw,
+    }
+
+
+def build_report(
+    spec: AcceptanceSpec,
+    bandwidth: Sequence[BandwidthTest],
+    probes: Sequence[ProbeTest],
+    mtu: Sequence[MtuTest],
+    findings: Sequence[Finding],
+    timing: Mapping[str, Any],
+    omit_s: int,
+) -> dict[str, Any]:
+    c = spec.criteria
+    medians = {
+        n.name: bandwidth_median(t for t in bandwidth if t.network == n.name) for n in spec.networks
+    }
+    bw_rows = []
+    for t in bandwidth:
+        row = {"network": t.network, "client": t.client, "server": t.server, "round": t.round}
+        row |= _bandwidth(t.final, c)
+        row["outlier"] = is_outlier(t.final, medians[t.network], c)
+        row["first_attempt"] = _bandwidth(t.sample, c) if t.retest else None
+        bw_rows.append(row)
+    probe_rows = []
+    for p in probes:
+        row = {"network": p.network, "source": p.source, "target": p.target}
+        row |= _probe(p.final, c)
+        row["first_attempt"] = _probe(p.sample, c) if p.retest else None
+        probe_rows.append(row)
+    mtu_rows = [
+        {
+            "network": m.network,
+            "source": m.source,
+            "target": m.target,
+            "mtu": m.mtu,
+            "status": mtu_status(m.sample),
+            "sent": m.sample.sent,
+            "received": m.sample.received,
+            "error": m.sample.error,
+            "raw": m.sample.raw,
+        }
+        for m in mtu
+    ]
+    faults = [f for f in findings if f.severity == "fault"]
+    return {
+        "$schema": SCHEMA_ID,
+        "report": "network-acceptance",
+        "version": 1,
+        "cluster": spec.cluster,
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "passed": not faults,
+        "criteria": {
+            "min_gbps": c.min_gbps,
+            "max_latency_ms": c.max_latency_ms,
+            "max_loss_pct": c.max_loss_pct,
+            "duration_s": c.duration_s,
+            "omit_s": omit_s,
+            "rate_scale": c.rate_scale,
+            "probes": c.probes,
+            "outlier_fraction": c.outlier_fraction,
+        },
+        "networks": [
+            {
+                "name": n.name,
+                "mtu": n.mtu,
+                "nodes": [
+                    {"name": x.name, "address": x.address, "access_switch": x.access_switch}
+                    for x in n.nodes
+                ],
+            }
+            for n in spec.networks
+        ],
+        "bandwidth": bw_rows,
+        "probes": probe_rows,
+        "mtu": mtu_rows,
+        "findings": [f.as_dict() for f in findings],
+        "nodes_at_fault": nodes_at_fault(findings),
+        "timing": dict(timing),
+    }
+
+
+class ReportError(ValueError):
+    """The file is not a readable acceptance report; the message says why."""
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not JSON: {exc}") from exc
+    errors = validate_report(document)
+    if errors:
+        raise ReportError("\n".join(f"{path}: {e}" for e in errors))
+    return document
+
+
+def validate_report(document: object) -> list[str]:
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    return [
+        f"{error.json_path}: {error.message}"
+        for error in sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+    ]
+
+
+def write_report(report: Mapping[str, Any], directory: Path) -> tuple[Path, Path]:
+    from cluster_plan.acceptance.html import render_html
+
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = directory / "acceptance.json", directory / "acceptance.html"
+    json_path.write_text(json.dumps(report, indent=2) + "\n")
+    html_path.write_text(render_html(report))
+    return json_path, html_path

@@ -1,0 +1,260 @@
+"""Run the acceptance tests on the nodes through an injected executor, then judge them.
+
+Phases run one after another so they never disturb each other: latency and loss (fping from
+every node to every other, all at once: the probes are tiny), MTU (don't-fragment probes at
+the network's MTU), bandwidth (iperf3 in scheduled rounds of disjoint pairs), then every
+suspect pair retested alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from cluster_plan.acceptance.execution import CommandResult, Executor
+from cluster_plan.acceptance.fping import (
+    ProbeSample,
+    fping_latency_argv,
+    fping_mtu_argv,
+    parse_fping_count,
+    parse_fping_vcount,
+)
+from cluster_plan.acceptance.iperf import (
+    BandwidthSample,
+    iperf3_client_argv,
+    iperf3_server_argv,
+    parse_iperf3,
+)
+from cluster_plan.acceptance.report import build_report
+from cluster_plan.acceptance.schedule import schedule_rounds
+from cluster_plan.acceptance.spec import AcceptanceSpec, Node, TestedNetwork
+from cluster_plan.acceptance.verdicts import (
+    BandwidthTest,
+    MtuTest,
+    ProbeTest,
+    bandwidth_suspects,
+    judge,
+    probe_suspects,
+)
+
+Progress = Callable[[str], None]
+PHASES = ("latency", "mtu", "bandwidth")
+
+
+def print_progress(message: str) -> None:
+    print(f"[acceptance] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    omit_s: int = 1  # TCP slow start, left out of the figures
+    port_base: int = 5201
+    ports: int = 100  # servers take ports base..base+ports-1 in turn, so a stale one never blocks
+    probes: int | None = None  # default: what the loss threshold needs (Criteria.probes)
+    probe_interval_ms: int = 1  # fping's gap between any two probes of one node
+    phases: tuple[str, ...] = PHASES
+    retest: bool = True
+    sequential: bool = False  # pair by pair, one at a time: the benchmark's baseline
+    connect_retry_s: float = 3.0  # how long a client retries a server that is still starting
+
+
+class AcceptanceRunner:
+    def __init__(
+        self,
+        spec: AcceptanceSpec,
+        executor: Executor,
+        options: RunOptions | None = None,
+        progress: Progress = print_progress,
+    ) -> None:
+        self.spec = spec
+        self.executor = executor
+        self.options = options or RunOptions()
+        self.progress = progress
+        self._ports = itertools.count()
+        self.bandwidth: list[BandwidthTest] = []
+        self.probes: list[ProbeTest] = []
+        self.mtu: list[MtuTest] = []
+        self.timing: dict[str, float | int | str] = {}
+
+    @property
+    def probe_count(self) -> int:
+        return self.options.probes or self.spec.criteria.probes
+
+    @property
+    def test_seconds(self) -> float:
+        """Wall time of one iperf3 test: the omitted warm-up plus the measured part."""
+        return self.spec.criteria.duration_s + self.options.omit_s
+
+    # -- transport, never raising ------------------------------------------------------
+    def _run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        try:
+            return self.executor.run(node, argv, timeout)
+        except Exception as exc:  # any transport failure is a failed measurement, not a crash
+            return CommandResult(tuple(argv), 255, "", f"transport failed: {exc!r}")
+
+    # -- bandwidth -----------------------------------------------------------------------
+    def measure_pair(self, client: Node, server: Node) -> BandwidthSample:
+        port = self.options.port_base + next(self._ports) % self.options.ports
+        limit = self.test_seconds + self.options.connect_retry_s + 30
+        try:
+            handle = self.executor.spawn(
+                server.name, iperf3_server_argv(server.address, port, limit)
+            )
+        except Exception as exc:  # see _run
+            result = CommandResult(("iperf3", "--server"), 255, "", f"transport failed: {exc!r}")
+            return parse_iperf3(result)
+        argv = iperf3_client_argv(
+            server.address, client.address, port, self.spec.criteria.duration_s,
+            self.options.omit_s,
+        )  # fmt: skip
+        deadline = time.monotonic() + self.options.connect_retry_s
+        try:
+            while True:
+                sample = parse_iperf3(self._run(client.name, argv, limit))
+                refused = sample.error is not None and "refused" in sample.error
+                if not refused or time.monotonic() > deadline:
+                    return sample
+                time.sleep(0.05)  # the server is not listening yet
+        finally:
+            # a server that will not stop dies by its own timeout
+            with contextlib.suppress(Exception):
+                handle.stop()
+
+    def _round(self, net: TestedNetwork, index: int, pairs: Sequence[tuple[str, str]]) -> None:
+        nodes = {n.name: n for n in net.nodes}
+        with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
+            samples = list(pool.map(lambda p: self.measure_pair(nodes[p[0]], nodes[p[1]]), pairs))
+        for (client, server), sample in zip(pairs, samples, strict=True):
+            self.bandwidth.append(BandwidthTest(net.name, client, server, index, sample))
+
+    def bandwidth_phase(self, net: TestedNetwork) -> None:
+        if self.options.sequential:
+            rounds = [[pair] for r in schedule_rounds(net.nodes, self.spec.fabric) for pair in r]
+        else:
+            rounds = schedule_rounds(net.nodes, self.spec.fabric)
+        started = time.monotonic()
+        for index, pairs in enumerate(rounds):
+            self.progress(
+                f"{net.name}: bandwidth round {index + 1}/{len(rounds)}: "
+                + ", ".join(f"{a}<->{b}" for a, b in pairs)
+            )
+            self._round(net, index, pairs)
+        elapsed = time.monotonic() - started
+        self.timing[f"{net.name}.bandwidth_s"] = round(elapsed, 2)
+        self.timing[f"{net.name}.bandwidth_rounds"] = len(rounds)
+        self.timing[f"{net.name}.bandwidth_goal_s"] = round(
+            1.3 * max(1, len(net.nodes) - 1) * self.test_seconds, 2
+        )
+
+    # -- latency, loss, MTU ----------------------------------------------------------------
+    def _fping_all(
+        self,
+        net: TestedNetwork,
+        argv_for: Callable[[Node, list[str]], list[str]],
+        timeout: float,
+    ) -> dict[str, tuple[CommandResult, list[str]]]:
+        def one(node: Node) -> tuple[str, tuple[CommandResult, list[str]]]:
+            targets = [n.address for n in net.nodes if n.name != node.name]
+            return node.name, (self._run(node.name, argv_for(node, targets), timeout), targets)
+
+        with ThreadPoolExecutor(max_workers=max(1, len(net.nodes))) as pool:
+            return dict(pool.map(one, net.nodes))
+
+    def _probe_seconds(self, targets: int) -> float:
+        return self.probe_count * max(1, targets) * self.options.probe_interval_ms / 1000
+
+    def latency_phase(self, net: TestedNetwork) -> None:
+        by_address = {n.address: n.name for n in net.nodes}
+        period = max(1, (len(net.nodes) - 1) * self.options.probe_interval_ms)
+        timeout = self._probe_seconds(len(net.nodes) - 1) * 2 + 15
+        self.progress(
+            f"{net.name}: latency and loss, {self.probe_count} probes per pair and direction "
+            f"(about {self._probe_seconds(len(net.nodes) - 1):.0f} s)"
+        )
+        started = time.monotonic()
+        results = self._fping_all(
+            net,
+            lambda node, targets: fping_latency_argv(
+                node.address, targets, self.probe_count, period, self.options.probe_interval_ms
+            ),
+            timeout,
+        )
+        for source, (result, targets) in results.items():
+            samples = parse_fping_vcount(result, targets, self.probe_count)
+            for address, sample in samples.items():
+                self.probes.append(ProbeTest(net.name, source, by_address[address], sample))
+        self.timing[f"{net.name}.latency_s"] = round(time.monotonic() - started, 2)
+
+    def mtu_phase(self, net: TestedNetwork) -> None:
+        by_address = {n.address: n.name for n in net.nodes}
+        self.progress(f"{net.name}: MTU {net.mtu}, don't-fragment probes")
+        started = time.monotonic()
+        results = self._fping_all(
+            net, lambda node, targets: fping_mtu_argv(node.address, targets, net.mtu), 30
+        )
+        for source, (result, targets) in results.items():
+            for address, sample in parse_fping_count(result, targets).items():
+                self.mtu.append(MtuTest(net.name, source, by_address[address], net.mtu, sample))
+        self.timing[f"{net.name}.mtu_s"] = round(time.monotonic() - started, 2)
+
+    # -- retests ---------------------------------------------------------------------------
+    def retest_probe(self, net: TestedNetwork, source: str, target: str) -> ProbeSample:
+        nodes = {n.name: n for n in net.nodes}
+        address = nodes[target].address
+        argv = fping_latency_argv(
+            nodes[source].address, [address], self.probe_count, self.options.probe_interval_ms,
+            self.options.probe_interval_ms,
+        )  # fmt: skip
+        result = self._run(source, argv, self._probe_seconds(1) * 2 + 15)
+        return parse_fping_vcount(result, [address], self.probe_count)[address]
+
+    def retest_phase(self) -> None:
+        started = time.monotonic()
+        count = 0
+        criteria = self.spec.criteria
+        for net in self.spec.networks:
+            nodes = {n.name: n for n in net.nodes}
+            net_probes = [p for p in self.probes if p.network == net.name]
+            for probe in probe_suspects(net_probes, criteria):
+                self.progress(f"{net.name}: retest alone: fping {probe.source} -> {probe.target}")
+                probe.retest = self.retest_probe(net, probe.source, probe.target)
+                count += 1
+            net_bw = [t for t in self.bandwidth if t.network == net.name]
+            for test in bandwidth_suspects(net_bw, criteria):
+                self.progress(f"{net.name}: retest alone: iperf3 {test.client} <-> {test.server}")
+                test.retest = self.measure_pair(nodes[test.client], nodes[test.server])
+                count += 1
+        self.timing["retests"] = count
+        self.timing["retest_s"] = round(time.monotonic() - started, 2)
+
+    # -- all -------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        for net in self.spec.networks:
+            if len(net.nodes) < 2:
+                self.progress(f"{net.name}: fewer than two nodes, nothing to test")
+                continue
+            if "latency" in self.options.phases:
+                self.latency_phase(net)
+            if "mtu" in self.options.phases:
+                self.mtu_phase(net)
+            if "bandwidth" in self.options.phases:
+                self.bandwidth_phase(net)
+        if self.options.retest:
+            self.retest_phase()
+        self.timing["total_s"] = round(time.monotonic() - started, 2)
+        self.timing["test_s"] = self.test_seconds
+        findings = judge(self.bandwidth, self.probes, self.mtu, self.spec.criteria)
+        report = build_report(
+            self.spec, self.bandwidth, self.probes, self.mtu, findings, self.timing,
+            self.options.omit_s,
+        )  # fmt: skip
+        verdict = "PASSED" if report["passed"] else "FAILED"
+        self.progress(f"{self.spec.cluster}: {verdict} in {self.timing['total_s']} s")
+        return report

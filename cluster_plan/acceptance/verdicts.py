@@ -1,0 +1,271 @@
+"""Measurements -> verdicts per pair -> faults localised to nodes or links.
+
+Absolute thresholds come from the plan; relative outliers (well below the cluster's median)
+are flagged too, so a link that passes the plan but lags its peers is seen. A pair that fails
+or lags is retested alone by the runner; the retest, when there is one, decides. When several
+failing pairs of one kind share a node, the node is named (greedy cover: the node in most
+unexplained failing pairs first); a failing pair no named node explains is named as a link.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster_plan.acceptance.fping import ProbeSample
+from cluster_plan.acceptance.iperf import BandwidthSample
+from cluster_plan.acceptance.spec import Criteria
+
+PASS, FAIL, ERROR = "pass", "fail", "error"
+# When a node has several kinds of fault, the first in this order is named as the cause:
+# loss and delay slow TCP down, so low bandwidth there is a consequence, not a second fault.
+KIND_ORDER = ("measurement", "mtu", "loss", "latency", "bandwidth")
+
+
+@dataclass
+class BandwidthTest:
+    network: str
+    client: str
+    server: str
+    round: int
+    sample: BandwidthSample
+    retest: BandwidthSample | None = None
+
+    @property
+    def final(self) -> BandwidthSample:
+        return self.retest or self.sample
+
+
+@dataclass
+class ProbeTest:
+    network: str
+    source: str
+    target: str
+    sample: ProbeSample
+    retest: ProbeSample | None = None
+
+    @property
+    def final(self) -> ProbeSample:
+        return self.retest or self.sample
+
+
+@dataclass
+class MtuTest:
+    network: str
+    source: str
+    target: str
+    mtu: int
+    sample: ProbeSample
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: str  # fault | warning
+    network: str
+    pairs: list[tuple[str, str]]
+    message: str
+    node: str | None = None
+    explained_by: str | None = None
+    evidence: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "scope": "node" if self.node else "link",
+            "network": self.network,
+            "node": self.node,
+            "pairs": [list(p) for p in self.pairs],
+            "explained_by": self.explained_by,
+            "message": self.message,
+            "evidence": self.evidence,
+        }
+
+
+def bandwidth_median(tests: Iterable[BandwidthTest]) -> float | None:
+    values = [t.sample.bps for t in tests if t.sample.bps is not None]
+    return statistics.median(values) if values else None
+
+
+def bandwidth_status(sample: BandwidthSample, criteria: Criteria) -> str:
+    if sample.bps is None:
+        return ERROR
+    return PASS if criteria.plan_gbps(sample.bps) >= criteria.min_gbps else FAIL
+
+
+def is_outlier(sample: BandwidthSample, median: float | None, criteria: Criteria) -> bool:
+    return (
+        sample.bps is not None
+        and median is not None
+        and sample.bps < criteria.outlier_fraction * median
+    )
+
+
+def latency_status(sample: ProbeSample, criteria: Criteria) -> str:
+    if not sample.ok:
+        return ERROR
+    median = sample.median_ms
+    if median is None:  # nothing came back: that is loss, not latency
+        return PASS
+    return PASS if median <= criteria.max_latency_ms else FAIL
+
+
+def loss_status(sample: ProbeSample, criteria: Criteria) -> str:
+    loss = sample.loss_pct
+    if loss is None:
+        return ERROR
+    return PASS if loss <= criteria.max_loss_pct else FAIL
+
+
+def mtu_status(sample: ProbeSample) -> str:
+    if not sample.ok:
+        return ERROR
+    return PASS if sample.received > 0 else FAIL
+
+
+def bandwidth_suspects(tests: Sequence[BandwidthTest], criteria: Criteria) -> list[BandwidthTest]:
+    median = bandwidth_median(tests)
+    return [
+        t
+        for t in tests
+        if bandwidth_status(t.sample, criteria) != PASS or is_outlier(t.sample, median, criteria)
+    ]
+
+
+def probe_suspects(tests: Sequence[ProbeTest], criteria: Criteria) -> list[ProbeTest]:
+    return [
+        t
+        for t in tests
+        if latency_status(t.sample, criteria) != PASS or loss_status(t.sample, criteria) != PASS
+    ]
+
+
+def _key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def localise(
+    failing: dict[tuple[str, str], str], kind: str, network: str, severity: str = "fault"
+) -> list[Finding]:
+    """Greedy cover: name the node in most unexplained failing pairs while it is in two or more."""
+    remaining = dict(failing)
+    findings = []
+    while remaining:
+        counts = Counter(n for pair in remaining for n in pair)
+        node, count = min(counts.items(), key=lambda item: (-item[1], item[0]))
+        if count < 2:
+            break
+        pairs = sorted(p for p in remaining if node in p)
+        findings.append(
+            Finding(
+                kind=kind,
+                severity=severity,
+                network=network,
+                pairs=pairs,
+                node=node,
+                message=f"{node}: {kind} fails with {count} peers on {network}",
+                evidence=[remaining[p] for p in pairs],
+            )
+        )
+        for pair in pairs:
+            del remaining[pair]
+    for pair in sorted(remaining):
+        findings.append(
+            Finding(
+                kind=kind,
+                severity=severity,
+                network=network,
+                pairs=[pair],
+                message=f"link {pair[0]} <-> {pair[1]}: {kind} fails on {network}",
+                evidence=[remaining[pair]],
+            )
+        )
+    return findings
+
+
+def judge(
+    bandwidth: Sequence[BandwidthTest],
+    probes: Sequence[ProbeTest],
+    mtu: Sequence[MtuTest],
+    criteria: Criteria,
+) -> list[Finding]:
+    """All findings, faults and warnings, over every tested network."""
+    networks = sorted(
+        {t.network for t in bandwidth} | {t.network for t in probes} | {t.network for t in mtu}
+    )
+    findings: list[Finding] = []
+    for net in networks:
+        failing: dict[str, dict[tuple[str, str], str]] = {k: {} for k in KIND_ORDER}
+        outliers: dict[tuple[str, str], str] = {}
+        net_bw = [t for t in bandwidth if t.network == net]
+        median = bandwidth_median(net_bw)
+        for t in net_bw:
+            key, final = _key(t.client, t.server), t.final
+            status = bandwidth_status(final, criteria)
+            if status == ERROR:
+                failing["measurement"][key] = f"iperf3 {t.client} -> {t.server}: {final.error}"
+            elif status == FAIL and final.bps is not None:
+                failing["bandwidth"][key] = (
+                    f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s "
+                    f"< {criteria.min_gbps:g}"
+                )
+            elif is_outlier(final, median, criteria) and final.bps is not None and median:
+                outliers[key] = (
+                    f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s, "
+                    f"{final.bps / median:.0%} of the median"
+                )
+        for p in (t for t in probes if t.network == net):
+            key, probe = _key(p.source, p.target), p.final
+            if not probe.ok:
+                failing["measurement"][key] = f"fping {p.source} -> {p.target}: {probe.error}"
+                continue
+            if loss_status(probe, criteria) == FAIL:
+                failing["loss"][key] = (
+                    f"{p.source} -> {p.target}: {probe.loss_pct:.2f}% lost of {probe.sent}"
+                )
+            if latency_status(probe, criteria) == FAIL:
+                failing["latency"][key] = (
+                    f"{p.source} -> {p.target}: median {probe.median_ms:.3f} ms"
+                )
+        for m in (t for t in mtu if t.network == net):
+            key = _key(m.source, m.target)
+            status = mtu_status(m.sample)
+            if status == ERROR:
+                failing["measurement"][key] = (
+                    f"MTU probe {m.source} -> {m.target}: {m.sample.error}"
+                )
+            elif status == FAIL:
+                failing["mtu"][key] = (
+                    f"{m.source} -> {m.target}: no {m.mtu}-byte don't-fragment probe came back"
+                )
+        named: dict[str, str] = {}
+        for kind in KIND_ORDER:
+            for finding in localise(failing[kind], kind, net):
+                if finding.node and finding.node in named:
+                    finding.explained_by = named[finding.node]
+                elif finding.node:
+                    named[finding.node] = kind
+                findings.append(finding)
+        findings += localise(outliers, "bandwidth_outlier", net, severity="warning")
+    return findings
+
+
+def nodes_at_fault(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """One entry per named node: its cause (first kind by KIND_ORDER) and every failing kind."""
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for f in findings:
+        if f.severity == "fault" and f.node:
+            kinds.setdefault((f.network, f.node), []).append(f.kind)
+    return [
+        {
+            "network": net,
+            "node": node,
+            "kind": min(ks, key=KIND_ORDER.index),
+            "kinds": sorted(set(ks), key=KIND_ORDER.index),
+        }
+        for (net, node), ks in sorted(kinds.items())
+    ]
