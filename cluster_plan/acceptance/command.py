@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("results", type=Path, help="acceptance.json written by `acceptance`")
     report.add_argument("--output", type=Path, help="HTML file (default: beside RESULTS)")
     report.add_argument("--format", choices=["text", "json"], default="text")
-    report.set_defaults(handler=report_command)
+    report.set_defaults(func=report_command)
 
     run = subparsers.add_parser(
         "acceptance",
@@ -47,9 +47,11 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument(
         "--transport",
-        choices=["lab", "ssh", "exec"],
+        choices=["ssh", "lab", "lab-netns", "exec"],
         default="ssh",
-        help="lab: `cluster-plan lab run PLAN NODE --`; ssh: root@address; exec: --exec-prefix",
+        help="ssh: root@address (real clusters); lab: inside each lab node (nsenter, the "
+        "node's own tools); lab-netns: this machine's tools in each lab node's network "
+        "namespace; exec: --exec-prefix",
     )
     run.add_argument(
         "--exec-prefix",
@@ -67,7 +69,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--sequential", action="store_true", help="one pair at a time (baseline)")
     run.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
     run.add_argument("--format", choices=["text", "json"], default="text")
-    run.set_defaults(handler=acceptance_command)
+    run.set_defaults(func=acceptance_command)
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -117,10 +119,26 @@ def _load_expanded(args: argparse.Namespace) -> dict[str, Any]:
         raise SpecError(str(exc)) from exc
 
 
-def _executor(args: argparse.Namespace, addresses: dict[str, str]) -> PrefixExecutor:
-    if args.transport == "lab":
-        prefix = ["cluster-plan", "lab", "run", str(args.plan), "{node}", "--"]
-        return PrefixExecutor(prefix, addresses)
+def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str]]:
+    """Per-node command prefixes into a running lab (cluster_plan.lab's names and state)."""
+    from cluster_plan.lab import state
+    from cluster_plan.lab.names import for_plan
+    from cluster_plan.lab.node import nsenter
+
+    names = for_plan(expanded)
+    if transport == "lab-netns":
+        return {host: ["ip", "netns", "exec", names.node_ns(host)] for host in expanded["hosts"]}
+    lab = state.load(names.state_file)
+    if lab is None:
+        raise SpecError(f"the lab {names.lab} is not up (cluster-plan lab up PLAN)")
+    return {host: nsenter(ref, []) for host, ref in lab.nodes.items() if ref.alive()}
+
+
+def _executor(
+    args: argparse.Namespace, expanded: dict[str, Any], addresses: dict[str, str]
+) -> PrefixExecutor:
+    if args.transport in ("lab", "lab-netns"):
+        return PrefixExecutor(per_node=lab_prefixes(expanded, args.transport), addresses=addresses)
     if args.transport == "exec":
         if not args.exec_prefix:
             raise SpecError("--transport exec needs --exec-prefix")
@@ -140,7 +158,7 @@ def acceptance_command(args: argparse.Namespace) -> int:
         nodes = args.nodes.split(",") if args.nodes else None
         spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
         addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
-        executor = _executor(args, addresses)
+        executor = _executor(args, expanded, addresses)
     except (SpecError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -164,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster-plan")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return int(args.handler(args))
+    return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -78,19 +78,32 @@ class PrefixExecutor:
         prefix: Sequence[str] = (),
         addresses: Mapping[str, str] | None = None,
         remote_shell: bool = False,
+        per_node: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._prefix = tuple(prefix)
         self._addresses = dict(addresses or {})
         self._remote_shell = remote_shell
+        # With per-node prefixes, a node without one is unreachable: never fall back to
+        # running its command here, on this machine's own network.
+        self._per_node = None if per_node is None else {n: tuple(p) for n, p in per_node.items()}
 
     def command(self, node: str, argv: Sequence[str]) -> tuple[str, ...]:
+        """The local argv; a node listed in `per_node` uses its own prefix (e.g. a lab pid)."""
         values = {"node": node, "address": self._addresses.get(node, node)}
-        head = tuple(part.format(**values) for part in self._prefix)
+        template = self._prefix if self._per_node is None else self._per_node[node]
+        head = tuple(part.format(**values) for part in template)
         if self._remote_shell:
             return (*head, shlex.join(argv))
         return (*head, *argv)
 
+    def _unreachable(self, node: str, argv: Sequence[str]) -> CommandResult | None:
+        if self._per_node is not None and node not in self._per_node:
+            return CommandResult(tuple(argv), 255, "", f"{node}: not running, cannot reach it")
+        return None
+
     def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        if failed := self._unreachable(node, argv):
+            return failed
         full = self.command(node, argv)
         try:
             proc = subprocess.run(
@@ -108,6 +121,8 @@ class PrefixExecutor:
         return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
     def spawn(self, node: str, argv: Sequence[str]) -> Running:
+        if failed := self._unreachable(node, argv):
+            return _Process(tuple(argv), None, failed.stderr)
         full = self.command(node, argv)
         try:
             proc = subprocess.Popen(
