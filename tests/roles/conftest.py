@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "slurm" / "filter_plugins"))
 
-from cluster_plan.api import load_expanded  # noqa: E402
+from cluster_plan.api import load_expanded
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_PLAN = ROOT / "inventory" / "lab" / "cluster.yml"

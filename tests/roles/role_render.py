@@ -42,7 +42,8 @@ def host_variables(
     groups = {"all": list(hosts), **expanded["groups"]}
     variables: dict[str, Any] = {}
     variables.update(_trusted(loader.load_from_file(str(ROLES / role / "defaults/main.yml"))))
-    variables.update(_trusted(loader.load_from_file(str(ROLES / role / f"vars/{distribution}.yml"))))
+    os_vars = ROLES / role / "vars" / f"{distribution}.yml"
+    variables.update(_trusted(loader.load_from_file(str(os_vars))))
     variables.update(
         cluster_plan=plan,
         plan_host=hosts[host],

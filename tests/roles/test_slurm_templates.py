@@ -82,7 +82,8 @@ def test_topology_conf_is_the_plan_tree(lab_expanded):
 
 def test_cgroup_conf_constrains_cores_devices_and_memory(lab_expanded):
     text = render("slurm", "cgroup.conf.j2", lab_expanded, "gpu01")
-    assert {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"} <= set(lines(text))
+    wanted = {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"}
+    assert wanted <= set(lines(text))
     text = render("slurm", "cgroup.conf.j2", lab_expanded, "gpu01",
                   {"slurm_cgroup_constrain_ram": False})
     assert "ConstrainRAMSpace=no" in lines(text)

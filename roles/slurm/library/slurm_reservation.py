@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
 DOCUMENTATION = r"""
 module: slurm_reservation
 short_description: Keep a Slurm reservation as the cluster plan describes it
@@ -14,15 +19,14 @@ options:
   start: {description: Start time (YYYY-MM-DDTHH:MM:SS)., type: str, required: true}
   duration_minutes: {description: Length in minutes., type: int, required: true}
   nodes: {description: Node names., type: list, elements: str, required: true}
-  flags: {description: Reservation flags (maint, ignore_jobs, ...)., type: list, elements: str, default: []}
+  flags:
+    description: Reservation flags (maint, ignore_jobs, ...).
+    type: list
+    elements: str
+    default: []
   users: {description: Users allowed to run in it., type: list, elements: str, default: [root]}
   state: {description: present or absent., type: str, default: present, choices: [present, absent]}
 """
-
-import re
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
 
 
 def parse_show(text: str) -> dict[str, str]:

@@ -1,0 +1,108 @@
+"""roles/common templates rendered for lab hosts: hosts, networkd, chrony, sysctl, nftables."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from role_render import render, value
+
+CONTAINER = {"common_in_container": True}
+BARE_METAL = {"common_in_container": False}
+
+
+def test_hosts_file_lists_every_plan_host_once_by_mgmt_address(lab_expanded):
+    text = render("common", "hosts.j2", lab_expanded, "gpu01")
+    for name, host in lab_expanded["hosts"].items():
+        assert f"{host['address']}\t{host['fqdn']} {name}" in text.splitlines()
+    compute = lab_expanded["hosts"]["gpu01"]["interfaces"]["compute"]["address"]
+    assert f"{compute}\tgpu01-compute" in text.splitlines()
+    assert "127.0.1.1" not in text
+
+
+def test_network_file_per_interface_with_address_mtu_and_gateway(lab_expanded):
+    interfaces = lab_expanded["hosts"]["gpu01"]["interfaces"]
+    mgmt = render("common", "network.j2", lab_expanded, "gpu01",
+                  {"item": {"key": "mgmt", "value": interfaces["mgmt"]}})
+    assert "Name=mgmt" in mgmt
+    assert f"Address={interfaces['mgmt']['address']}/24" in mgmt
+    assert "Gateway=10.40.0.1" in mgmt
+    assert "KeepConfiguration=static" in mgmt
+    compute = render("common", "network.j2", lab_expanded, "gpu01",
+                     {"item": {"key": "compute", "value": interfaces["compute"]}})
+    assert "MTUBytes=9000" in compute
+    assert "Gateway" not in compute
+
+
+def test_ntp_server_serves_the_cluster_and_clients_use_it(lab_expanded):
+    head = render("common", "chrony.conf.j2", lab_expanded, "head01", CONTAINER)
+    assert "server 10.40.0.2 iburst" in head
+    assert "allow 10.41.0.0/24" in head
+    assert "local stratum 10" in head
+    assert "rtcsync" not in head
+    client = render("common", "chrony.conf.j2", lab_expanded, "gpu01", BARE_METAL)
+    head_address = lab_expanded["hosts"]["head01"]["address"]
+    assert f"server {head_address} iburst" in client
+    assert "allow" not in client
+    assert "rtcsync" in client
+
+
+def test_without_ntp_servers_every_host_uses_the_plan_upstream(lab_expanded):
+    lab_expanded["groups"].pop("ntp_server")
+    text = render("common", "chrony.conf.j2", lab_expanded, "gpu01", CONTAINER)
+    assert "server 10.40.0.2 iburst" in text
+
+
+def test_host_wide_sysctls_are_left_out_in_containers(lab_expanded):
+    lab = render("common", "sysctl.conf.j2", lab_expanded, "gpu01", CONTAINER)
+    assert "net.ipv4.tcp_rmem = 4096 87380 134217728" in lab
+    assert "net.core.rmem_max" not in lab
+    metal = render("common", "sysctl.conf.j2", lab_expanded, "gpu01", BARE_METAL)
+    assert "net.core.rmem_max = 134217728" in metal
+
+
+def test_unattended_upgrades_follow_the_plan(lab_expanded):
+    security = render("common", "52cluster-plan-unattended-upgrades.j2", lab_expanded, "gpu01")
+    assert "#clear Unattended-Upgrade::Origins-Pattern;" in security
+    assert "label=Debian-Security" in security
+    assert "label=Debian\"" not in security
+    lab_expanded["packages"]["unattended_upgrades"] = "none"
+    off = render("common", "20auto-upgrades.j2", lab_expanded, "gpu01")
+    assert 'APT::Periodic::Unattended-Upgrade "0";' in off
+
+
+def nftables(lab_expanded, host="gpu01") -> str:
+    return render("common", "nftables.conf.j2", lab_expanded, host)
+
+
+def test_firewall_admits_cluster_networks_on_plan_interfaces_and_ssh_from_anywhere(lab_expanded):
+    text = nftables(lab_expanded)
+    assert "elements = { 10.40.0.0/24, 10.41.0.0/24, 10.42.0.0/24 }" in text
+    assert 'iifname { "mgmt", "compute", "storage" } ip saddr @cluster_networks accept' in text
+    assert "tcp dport { 22 } accept" in text
+    assert "policy drop;" in text
+    assert "flush ruleset" not in text  # other tables (the lab's fault injection) stay
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("unshare"),
+                    reason="needs root, nft and unshare to check the ruleset in a scratch netns")
+def test_firewall_ruleset_is_valid_nftables(lab_expanded, tmp_path):
+    path = tmp_path / "nftables.conf"
+    path.write_text(nftables(lab_expanded))
+    # A new, empty network namespace: the check loads nothing into the machine's own tables.
+    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    path.write_text(nftables(lab_expanded).replace("policy drop;", "policy maybe;"))
+    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode != 0
+
+
+def test_defaults_follow_the_plan(lab_expanded):
+    assert value("common", "common_apt_proxy", lab_expanded, "gpu01") == "http://10.40.0.2:3142"
+    assert value("common", "common_unattended_upgrades", lab_expanded, "gpu01") == "security"
+    assert value("common", "common_ntp_upstream", lab_expanded, "gpu01") == ["10.40.0.2"]
+    assert value("common", "common_hostname", lab_expanded, "infer01") == "infer01"
