@@ -52,7 +52,7 @@ def audit(expanded: dict[str, Any]) -> dict[str, Any]:
 
 def render_audit(report: dict[str, Any]) -> str:
     lines = [f"cluster {report['cluster']}: {report['hosts']} hosts, {report['cpu_cores']} "
-             f"cores, {report['memory_gb']:g} GB memory"]
+             f"cores, {report['memory_gb']:,.0f} GB memory"]
     for model, count in report["accelerators"].items():
         lines.append(f"  {count} x {model}")
     for pool, count in report["pools"].items():

@@ -76,10 +76,11 @@ def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             if parsed[a].first <= parsed[b].last and parsed[b].first <= parsed[a].last:
-                path = (("networks", b, "cidr") if not b.startswith("scheduler.") else
-                        ("scheduler", "kubernetes", b.rsplit(".", 1)[1]))
+                at: tuple[str, ...] = (
+                    ("networks", b, "cidr") if not b.startswith("scheduler.") else
+                    ("scheduler", "kubernetes", b.rsplit(".", 1)[1]))
                 yield Finding("network-overlap", f"{b} ({parsed[b]}) overlaps {a} "
-                              f"({parsed[a]})", path)
+                              f"({parsed[a]})", at)
     gateways = [n for n, s in plan["networks"].items() if s.get("gateway")]
     if len(gateways) > 1:
         yield Finding("multiple-gateways", f"networks {', '.join(gateways)} all have a gateway; "
@@ -294,12 +295,14 @@ def check_topology(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     used_racks = {node.rack for node in nodes if node.rack}
     for rack in sorted(racks | used_racks):
         if rack not in served:
-            path = ("racks", rack) if rack in (plan.get("racks") or {}) else ("topology", "access")
-            yield Finding("rack-without-switch", f"rack {rack} has no access switch", path,
+            where: tuple[str, ...] = (("racks", rack) if rack in (plan.get("racks") or {})
+                                      else ("topology", "access"))
+            yield Finding("rack-without-switch", f"rack {rack} has no access switch", where,
                           hint="add it to an access switch's racks")
     # Oversubscription: a warning, since many sites accept 3:1 at the access layer.
+    per_rack = Counter(node.rack for node in nodes)
     for name, access in topo["access"].items():
-        hosts = sum(1 for node in nodes if node.rack in access["racks"])
+        hosts = sum(per_rack[rack] for rack in access["racks"])
         uplink = access.get("uplink_gbps")
         if uplink and hosts:
             ratio = hosts * access["link_gbps"] / uplink

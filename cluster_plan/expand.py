@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from cluster_plan.catalog import load_catalog
@@ -19,6 +20,7 @@ DEFAULT_MTU = 1500
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
+@cache
 def group_name(*parts: str) -> str:
     """An Ansible-safe group name."""
     return _UNSAFE.sub("_", "_".join(parts))
@@ -47,7 +49,7 @@ def _networks(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _nic_devices(profile: dict[str, Any]) -> dict[str, str]:
-    devices = {}
+    devices: dict[str, str] = {}
     for nic in profile.get("nics", []):
         for net in nic.get("networks", []):
             devices.setdefault(net, nic["name"])
@@ -86,7 +88,7 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
              for rack, spec in (plan.get("racks") or {r: {} for r in served}).items()}
     lock_hosts = {net: data["hosts"] for net, data in lock["networks"].items()}
     profiles = plan["hardware"]
-    devices = {name: _nic_devices(p) for name, p in profiles.items()}
+    devices: dict[str, dict[str, str]] = {n: _nic_devices(p) for n, p in profiles.items()}
     accelerators = {name: _accelerators(p) for name, p in profiles.items()}
     paths = {sw: switch_path(topo, sw) for sw in topo["access"]}
     hosts: dict[str, dict[str, Any]] = {}

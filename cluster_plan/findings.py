@@ -71,8 +71,9 @@ class Finding:
     def render(self, source_lines: Sequence[str] | None = None) -> str:
         head = f"{self.where()}: {self.severity}[{self.code}] {self.json_path}: {self.message}"
         lines = [head]
-        if source_lines is not None and self.line is not None and 0 < self.line <= len(source_lines):
-            text = source_lines[self.line - 1].rstrip("\n")
+        line = self.line or 0
+        if source_lines is not None and 0 < line <= len(source_lines):
+            text = source_lines[line - 1].rstrip("\n")
             lines.append(f"    {text}")
             lines.append("    " + " " * max((self.column or 1) - 1, 0) + "^")
         if self.hint:

@@ -44,9 +44,9 @@ def render_svg(expanded: dict[str, Any]) -> str:
     tallest = max((min(len(v), _MAX_NODES_SHOWN + 1) for v in hosts_by_rack.values()), default=1)
     height = 4 * _ROW + 40 + tallest * (_NODE_H + 2)
     x_of_rack = {rack: 20 + i * _COL for i, (_, rack) in enumerate(columns)}
-    x_of_access = {}
+    x_of_access: dict[str, float] = {}
     for sw in topo["access"]:
-        xs = [x_of_rack[r] for s, r in columns if s == sw]
+        xs: list[float] = [x_of_rack[r] for s, r in columns if s == sw]
         x_of_access[sw] = sum(xs) / len(xs) if xs else 20
     x_of_agg = {}
     for agg in topo["aggregation"]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +19,8 @@ class NetworkSpace:
     name: str
     network: netaddr.IPNetwork
     reserved: frozenset[int]  # addresses (as ints) the allocator never hands out
-
-    @property
-    def first_host(self) -> int:
-        net = self.network
-        return int(net.first) if net.prefixlen >= 31 else int(net.first) + 1
-
-    @property
-    def last_host(self) -> int:
-        net = self.network
-        return int(net.last) if net.prefixlen >= 31 else int(net.last) - 1
+    first_host: int  # /31 and /32 have no network or broadcast address to skip
+    last_host: int
 
     @property
     def usable(self) -> int:
@@ -37,10 +31,13 @@ class NetworkSpace:
 
 
 def parse_address(text: str) -> int:
+    # inet_pton is strict (dotted quad only) and ~10x faster than netaddr on the hot path
+    # of allocating tens of thousands of addresses.
     try:
-        return int(netaddr.IPAddress(text, version=4, flags=netaddr.INET_PTON))
-    except (netaddr.AddrFormatError, ValueError, TypeError) as exc:
+        value: int = struct.unpack("!I", socket.inet_pton(socket.AF_INET, text))[0]
+    except (OSError, TypeError) as exc:
         raise AddressError(f"{text!r} is not an IPv4 address") from exc
+    return value
 
 
 def parse_network(text: str) -> netaddr.IPNetwork:
@@ -99,8 +96,9 @@ def network_space(name: str, spec: dict[str, Any]) -> NetworkSpace:
                 raise AddressError(f"reserved range {entry!r} is too large")
             reserved.update(range(max(low, int(net.first)), min(high, int(net.last)) + 1))
     reserved.update(address for _, address in site_addresses(spec))
-    return NetworkSpace(name, net, frozenset(reserved))
+    last = int(net.last) if net.prefixlen >= 31 else int(net.last) - 1
+    return NetworkSpace(name, net, frozenset(reserved), first, last)
 
 
 def to_text(address: int) -> str:
-    return str(netaddr.IPAddress(address, 4))
+    return socket.inet_ntoa(struct.pack("!I", address))

@@ -15,7 +15,6 @@ from cluster_plan.findings import Finding, JsonPath
 from cluster_plan.load import PlanDocument
 
 
-
 @cache
 def plan_schema() -> dict[str, Any]:
     # data/cluster-plan.schema.json links to schemas/, so checkouts and wheels both find it
@@ -71,9 +70,9 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
             "datetime", "date") else None
         return "type", f"expected {expected}, got {got} ({error.instance!r})", hint, path, False
     if kind == "enum":
-        allowed = ", ".join(map(str, error.validator_value))
-        close = difflib.get_close_matches(str(error.instance), list(map(str, error.validator_value)),
-                                          n=1)
+        choices = [str(v) for v in error.validator_value]  # type: ignore[union-attr]
+        allowed = ", ".join(choices)
+        close = difflib.get_close_matches(str(error.instance), choices, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"one of: {allowed}"
         return "enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False
     if kind == "const":

@@ -103,7 +103,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         inventory.set_variable("all", "cluster_plan_file", os.path.abspath(path))
         for name, value in self._connection_vars(expanded, path).items():
             inventory.set_variable("all", name, value)
-        for group, members in expanded["groups"].items():
+        for group in expanded["groups"]:
             inventory.add_group(group)
         for name, host in hosts.items():
             inventory.add_host(name)
