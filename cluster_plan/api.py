@@ -8,9 +8,9 @@ from typing import Any
 from cluster_plan.allocate import allocate_addresses
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors
+from cluster_plan.load import parse_plan_text
 from cluster_plan.lockfile import lock_path_for, read_lock, write_lock
 from cluster_plan.validate import Validation, validate_document, validate_file
-from cluster_plan.load import parse_plan_text
 
 
 def expand_validation(result: Validation) -> dict[str, Any]:
