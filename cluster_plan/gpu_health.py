@@ -25,12 +25,14 @@ Status = Literal["pass", "warn", "fail"]
 # Defaults for the plan's acceptance.gpu section; every key can be set there.
 DEFAULT_THRESHOLDS: dict[str, Any] = {
     "max_temp_c": 85,
-    # Uncorrectable ECC errors since the driver loaded: any one means a job saw bad memory.
-    "max_volatile_uncorrected_ecc": 0,
+    # Uncorrectable volatile ECC errors (since the driver loaded): one means a job saw bad memory.
+    "max_ecc_uncorrected": 0,
+    # A pending remap needs a GPU reset before the row is replaced.
+    "max_remapped_rows_pending": 0,
     # Pre-Ampere GPUs retire pages instead of remapping rows; many retired pages means RMA.
     "max_retired_pages": 60,
-    "require_full_pcie_width": True,
-    "require_nvlinks_active": True,
+    "min_pcie_width_ratio": 1.0,
+    "require_nvlink": True,
     # NVML's memory total varies a little between VBIOS releases.
     "memory_tolerance_pct": 1.0,
     # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
@@ -89,26 +91,29 @@ def _judge_gpu(gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
         limit = int(limits["max_temp_c"])
         if slowdown is not None:
             limit = min(limit, int(slowdown) - 1)
+        below = "" if slowdown is None else f", below the GPU's slowdown at {slowdown} C"
         add(_finding(index, "temperature", "pass" if temp <= limit else "fail", temp, limit,
                      f"GPU {index} is at {temp} C (limit {limit} C: the plan's max_temp_c "
-                     f"{limits['max_temp_c']}, below the GPU's slowdown at {slowdown} C)"))
+                     f"{limits['max_temp_c']}{below})"))
 
     ecc = gpu.get("ecc")
     if ecc is not None:
         if not ecc.get("enabled"):
             add(_finding(index, "ecc_mode", "warn", False, True, f"GPU {index} runs without ECC"))
         volatile = ecc.get("volatile_uncorrected") or 0
-        allowed = int(limits["max_volatile_uncorrected_ecc"])
+        allowed = int(limits["max_ecc_uncorrected"])
         add(_finding(index, "ecc_uncorrected", "pass" if volatile <= allowed else "fail",
                      volatile, allowed,
                      f"GPU {index}: {volatile} uncorrectable ECC errors since the driver loaded"))
 
     rows = gpu.get("remapped_rows")
     if rows is not None:
-        status: Status = "fail" if rows.get("pending") or rows.get("failure") else "pass"
+        pending = int(bool(rows.get("pending")))
+        too_many = pending > int(limits["max_remapped_rows_pending"])
+        status: Status = "fail" if too_many or rows.get("failure") else "pass"
         why = ("a row remap failed: replace the GPU" if rows.get("failure") else
                "a row remap is pending: reset the GPU before it takes work"
-               if rows.get("pending") else "no row remap pending")
+               if pending else "no row remap pending")
         add(_finding(index, "remapped_rows", status, rows, {"pending": False, "failure": False},
                      f"GPU {index}: {why}"))
 
@@ -123,14 +128,16 @@ def _judge_gpu(gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
 
     pcie = gpu.get("pcie") or {}
     width, width_max = pcie.get("width_current"), pcie.get("width_max")
-    if width is not None and width_max is not None and limits["require_full_pcie_width"]:
-        add(_finding(index, "pcie_width", "pass" if width >= width_max else "fail",
-                     f"x{width}", f"x{width_max}",
+    if width is not None and width_max:
+        ratio = float(limits["min_pcie_width_ratio"])
+        wanted = f"x{width_max}" if ratio >= 1 else f">= {ratio:g} of x{width_max}"
+        add(_finding(index, "pcie_width", "pass" if width >= ratio * width_max else "fail",
+                     f"x{width}", wanted,
                      f"GPU {index} PCIe link trained at x{width} of x{width_max}"
                      f" (gen {pcie.get('generation_current')} of {pcie.get('generation_max')})"))
 
     links = gpu.get("nvlinks") or []
-    if links and limits["require_nvlinks_active"]:
+    if links and limits["require_nvlink"]:
         down = [link["link"] for link in links if not link.get("active")]
         add(_finding(index, "nvlink", "fail" if down else "pass",
                      f"{len(links) - len(down)}/{len(links)} active", f"{len(links)} active",
@@ -173,8 +180,13 @@ def judge_node(
     accelerators: Mapping[str, Any] | None,
     acceptance_gpu: Mapping[str, Any] | None = None,
     expected_driver_branch: int | None = None,
+    absent_gpus: Literal["fail", "skip"] = "fail",
 ) -> dict[str, Any]:
-    """The node's GPU report. ``accelerators`` is ``plan_host.accelerators`` (or None)."""
+    """The node's GPU report. ``accelerators`` is ``plan_host.accelerators`` (or None).
+
+    ``absent_gpus="skip"`` skips a planned GPU node that has neither NVML nor an NVIDIA PCI
+    device (the lab's nodes); a real cluster keeps the default and fails it.
+    """
     limits = thresholds_from_plan(acceptance_gpu)
     findings: list[dict[str, Any]] = []
     gpus = list(facts.get("gpus") or [])
@@ -193,6 +205,14 @@ def judge_node(
         why = (f"accelerator {model} is not an NVIDIA GPU: NVML checks do not apply"
                if model else "no NVIDIA GPU planned or present")
         findings.append(_finding(None, "plan", "pass", None, None, why))
+        return {**report, "verdict": "skipped"}
+
+    if planned_nvidia and absent_gpus == "skip" and not facts.get("available") and not pci_gpus:
+        findings.append(_finding(
+            None, "plan", "pass", 0, planned,
+            f"the plan says {planned}x {model}, but this host has no NVIDIA PCI device "
+            f"({facts.get('error') or 'NVML not available'}): skipped, as asked for hosts "
+            "without GPUs (the lab)"))
         return {**report, "verdict": "skipped"}
 
     if not facts.get("available"):

@@ -89,3 +89,21 @@ def test_expected_driver_branch_is_checked() -> None:
     assert judge_node("n", facts, fixture["accelerators"], None, 570)["verdict"] == "pass"
     report = judge_node("n", facts, fixture["accelerators"], None, 580)
     assert failures(report) == ["driver 570.172.08, expected branch 580"]
+
+
+def test_plan_keys_relax_pcie_and_remap_checks() -> None:
+    pcie = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
+    relaxed = judge_node("gpu01", facts_for(pcie), pcie["accelerators"],
+                         {"min_pcie_width_ratio": 0.5})
+    assert relaxed["verdict"] == "pass"
+    remap = json.loads((Path(__file__).parent / "fixtures/row_remap_pending.json").read_text())
+    report = judge_node("gpu01", facts_for(remap), remap["accelerators"],
+                        {"max_remapped_rows_pending": 1, "max_ecc_uncorrected": 1})
+    assert report["verdict"] == "pass", failures(report)
+
+
+def test_nvlink_check_can_be_turned_off() -> None:
+    fixture = json.loads((Path(__file__).parent / "fixtures/nvlink_down.json").read_text())
+    report = judge_node("gpu01", facts_for(fixture), fixture["accelerators"],
+                        {"require_nvlink": False})
+    assert keyed(report, "fail") == [[2, "xid"]]

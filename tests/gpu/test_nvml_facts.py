@@ -143,3 +143,13 @@ def test_module_runs_through_ansible_without_nvml(tmp_path: Path) -> None:
     assert result["changed"] is False
     assert result["nvml"]["available"] is False
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_absent_gpus_skip_is_for_hosts_with_nothing_on_the_bus() -> None:
+    facts = {**nvml_facts.query_nvml(None), "xid": {}, "pci_devices": []}
+    plan = {"model": "H100-PCIE-80GB", "count": 2}
+    skipped = judge_node("gpu01", facts, plan, None, absent_gpus="skip")
+    assert skipped["verdict"] == "skipped"
+    assert "the plan says 2x H100-PCIE-80GB" in skipped["findings"][0]["message"]
+    on_bus = {**facts, "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}]}
+    assert judge_node("gpu01", on_bus, plan, None, absent_gpus="skip")["verdict"] == "fail"
