@@ -1,0 +1,196 @@
+"""`cluster-plan lab ...`: argparse wiring and handlers (each returns an exit code).
+
+0 success; 1 a check failed (lab not fully up, a command failed on a node);
+2 usage error or unreadable plan. Never a traceback for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.lab import faults, lifecycle, node, state, status
+from cluster_plan.lab.connection import ssh_options
+from cluster_plan.lab.names import LabError, for_plan
+
+
+class PlanUnreadable(Exception):
+    """The plan could not be loaded; carries the exit code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def load_plan(path: str) -> dict[str, Any]:
+    """The expanded plan: through cluster_plan.api, or an expanded JSON file (tests)."""
+    plan = Path(path)
+    if not plan.is_file():
+        raise PlanUnreadable(2, f"{path}: no such plan file")
+    if plan.suffix == ".json":
+        try:
+            loaded: dict[str, Any] = json.loads(plan.read_text())
+        except ValueError as err:
+            raise PlanUnreadable(2, f"{path}: not valid JSON: {err}") from None
+        return loaded
+    from cluster_plan.api import PlanError, load_expanded
+
+    try:
+        return load_expanded(path)
+    except PlanError as err:
+        raise PlanUnreadable(1, str(err)) from None
+
+
+def register(subparsers: Any) -> None:
+    lab = subparsers.add_parser("lab", help="the plan's cluster as namespaces on this machine")
+    sub = lab.add_subparsers(dest="lab_command", metavar="COMMAND", required=True)
+
+    def plan_parser(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+        parser.add_argument("plan", metavar="PLAN", help="the cluster plan (YAML)")
+        return parser
+
+    plan_parser("up", "build and boot the lab (a no-op when it is up)").set_defaults(
+        lab_handler=_up)
+    plan_parser("down", "remove everything the lab made").set_defaults(lab_handler=_down)
+    st = plan_parser("status", "what is running, read from the machine")
+    st.add_argument("--format", choices=["text", "json"], default="text")
+    st.set_defaults(lab_handler=_status)
+    ssh = plan_parser("ssh", "SSH to a node through the admin namespace")
+    ssh.add_argument("node")
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.set_defaults(lab_handler=_ssh)
+    run = plan_parser("run", "run a command inside node(s) without SSH")
+    run.add_argument("node", help="a node name, or 'all'")
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    run.set_defaults(lab_handler=_run)
+    fault = plan_parser("fault", "inject a fault on a node's links")
+    fault.add_argument("node")
+    fault.add_argument("--rate", help="limit the link, e.g. 100mbit")
+    fault.add_argument("--loss", help="drop this share of the frames the node sends, e.g. 2%%")
+    fault.add_argument("--delay", help="delay the frames the node sends, e.g. 5ms")
+    fault.add_argument("--down", action="store_true", help="take the node's link(s) down")
+    fault.add_argument("--clear", action="store_true", help="remove every fault from the node")
+    fault.add_argument("--net", help="only this plan network's link (default: all)")
+    fault.add_argument("--duration", type=float, default=0,
+                       help="hold the fault this many seconds, then clear it (default: "
+                            "until --clear or lab down)")
+    fault.set_defaults(lab_handler=_fault)
+    restart = plan_parser("restart", "power-cycle a node (its disk survives)")
+    restart.add_argument("node")
+    restart.set_defaults(lab_handler=_restart)
+    lab.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Entry point for the CLI: load the plan, run the handler, turn errors into messages."""
+    try:
+        expanded = load_plan(args.plan)
+        code: int = args.lab_handler(args, expanded)
+        return code
+    except PlanUnreadable as err:
+        print(err, file=sys.stderr)
+        return err.code
+    except LabError as err:
+        print(f"cluster-plan lab: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 1
+
+
+def _up(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    if not lifecycle.up(expanded, args.plan):
+        print(f"lab {for_plan(expanded).lab}: already up, nothing to do")
+    return 0
+
+
+def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    removed = lifecycle.down(expanded)
+    print(f"lab {for_plan(expanded).lab}: down" +
+          (f" (removed {len(removed)}: {', '.join(removed)})" if removed else " (nothing ran)"))
+    return 0
+
+
+def _status(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    report = status.collect(for_plan(expanded), expanded)
+    print(json.dumps(report, indent=2) if args.format == "json" else status.render(report))
+    return 0 if report["up"] else 1
+
+
+def _host(expanded: dict[str, Any], name: str) -> dict[str, Any]:
+    if name not in expanded["hosts"]:
+        raise LabError(f"no node {name!r} in the plan (nodes: {', '.join(expanded['hosts'])})")
+    host: dict[str, Any] = expanded["hosts"][name]
+    return host
+
+
+def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    host = _host(expanded, args.node)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    argv = ["ssh", *ssh_options(expanded), "-i", str(for_plan(expanded).ssh_key),
+            f"root@{host['address']}", *command]
+    sys.stdout.flush()
+    os.execvp("ssh", argv)
+
+
+def _run(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    lifecycle.require_root()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise LabError("no command given: lab run PLAN NODE -- COMMAND...")
+    hosts = list(expanded["hosts"]) if args.node == "all" else [args.node]
+    names = for_plan(expanded)
+    st = state.load(names.state_file)
+    failed = 0
+    for host in hosts:
+        _host(expanded, host)
+        init = st.nodes.get(host) if st else None
+        if init is None or not init.alive():
+            print(f"{host}: not running", file=sys.stderr)
+            failed += 1
+            continue
+        if len(hosts) > 1:
+            print(f"--- {host}", flush=True)
+        result = subprocess.run(node.nsenter(init, command), check=False)
+        failed += result.returncode != 0
+    return 1 if failed else 0
+
+
+def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    lifecycle.require_root()
+    names = for_plan(expanded)
+    chosen = [args.rate, args.loss, args.delay]
+    if args.clear:
+        if any(chosen) or args.down:
+            raise LabError("--clear cannot be combined with another fault")
+        had = faults.clear(names, expanded, args.node)
+        print(f"{args.node}: faults cleared" if had else f"{args.node}: had no fault")
+        return 0
+    if not any(chosen) and not args.down:
+        raise LabError("give a fault: --rate, --loss, --delay, --down or --clear")
+    fault = faults.Fault(
+        rate_mbit=faults.parse_rate(args.rate) if args.rate else None,
+        loss_pct=faults.parse_pct(args.loss) if args.loss else None,
+        delay_ms=faults.parse_ms(args.delay) if args.delay else None, down=args.down)
+    faults.apply(names, expanded, args.node, fault, args.net)
+    print(f"{args.node}: {fault.describe()}")
+    if args.duration > 0:
+        try:
+            time.sleep(args.duration)
+        finally:
+            faults.clear(names, expanded, args.node)
+            print(f"{args.node}: faults cleared after {args.duration:g}s")
+    return 0
+
+
+def _restart(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+    _host(expanded, args.node)
+    init = lifecycle.restart_node(expanded, args.node)
+    print(f"{args.node}: restarted (init pid {init.pid})")
+    return 0

@@ -1,0 +1,40 @@
+"""How Ansible (and `lab ssh`) reach lab nodes: SSH through the admin namespace only."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.lab.names import for_plan
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def proxy_command(admin_ns: str) -> str:
+    """A ProxyCommand that fails fast with a clear message when the lab is down."""
+    return (f"env PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} {shlex.quote(sys.executable)}"
+            f" -m cluster_plan.lab.proxycommand {admin_ns} %h %p")
+
+
+def ssh_options(expanded: dict[str, Any]) -> list[str]:
+    names = for_plan(expanded)
+    return ["-o", f"ProxyCommand={proxy_command(names.admin_ns)}",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no",
+            "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
+
+
+def connection_vars(expanded: dict[str, Any], plan_path: str) -> dict[str, str]:
+    """Ansible connection variables for group `all` of a lab plan.
+
+    plan_path is accepted for symmetry with the inventory plugin; the names depend only on
+    the plan's cluster name (or $CLUSTER_PLAN_LAB_ID).
+    """
+    del plan_path
+    names = for_plan(expanded)
+    return {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(names.ssh_key),
+        "ansible_ssh_common_args": " ".join(shlex.quote(o) for o in ssh_options(expanded)),
+    }

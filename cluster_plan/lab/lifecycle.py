@@ -1,0 +1,183 @@
+"""lab up / down / restart: bring the plan's cluster up idempotently, and remove it fully."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.lab import fabric, hardware, node, rootfs, state
+from cluster_plan.lab.names import CACHE_ROOT, LabError, LabNames, for_plan
+from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
+from cluster_plan.lab.topology import admin_addresses, wiring
+
+BOOT_TIMEOUT_S = 90
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (namespaces, bridges, mounts); run it with sudo")
+
+
+def ensure_ssh_key(names: LabNames) -> str:
+    key = names.ssh_key
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cluster-plan-lab",
+             "-f", str(key)])
+    return key.with_suffix(".pub").read_text()
+
+
+def is_up(names: LabNames, st: state.LabState | None, expanded: dict[str, Any]) -> bool:
+    if st is None or not fabric.netns_exists(names.admin_ns):
+        return False
+    return all(host in st.nodes and st.nodes[host].alive() for host in expanded["hosts"]) and \
+        all(ref.alive() for ref in st.services.values())
+
+
+def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
+    """Bring the lab up; returns False when it was already up (nothing done)."""
+    require_root()
+    names = for_plan(expanded)
+    current = state.load(names.state_file)
+    if is_up(names, current, expanded):
+        return False
+    st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
+    if not st.made_netns_mount and not fabric.netns_mounted():
+        st.made_netns_mount = True
+    state.save(names.state_file, st)
+    started = time.monotonic()
+    base = rootfs.ensure_base(log=names.run_dir / "debootstrap.log")
+    print(f"lab {names.lab}: base image {base.name} ready "
+          f"({time.monotonic() - started:.0f}s)", file=log)
+    pubkey = ensure_ssh_key(names)
+    wires = wiring(expanded)
+    fabric.build_fabric(names, wires)
+    net_name, addresses, prefixlen = admin_addresses(expanded)
+    core_bridge = next(b for b in wires.bridges if b.network == net_name)
+    fabric.wire_admin(names, core_bridge.name, addresses, prefixlen, core_bridge.mtu)
+    _start_services(names, expanded, st, addresses[0])
+    dns = list(expanded["networks"][net_name].get("dns") or [])
+    for host, spec in expanded["hosts"].items():
+        if host in st.nodes and st.nodes[host].alive():
+            continue
+        fabric.ensure_netns(names.node_ns(host))
+        for port in (p for p in wires.ports if p.host == host):
+            fabric.wire_port(names, port)
+        hardware.attach_disks(names, host, spec, st.loops)
+        node.prepare_upper(names, host, spec, pubkey, dns)
+        kill_netns_processes(names.node_ns(host))  # a node left from a lost state file
+        node.remove_cgroups(names, host)
+        script = node.boot_script(names, host, spec, base, st.loops)
+        parent, init = node.boot(names, host, script)
+        st.nodes[host] = init
+        st.services[f"boot-{host}"] = parent
+        state.save(names.state_file, st)
+    wait_ready(names, st, expanded)
+    print(f"lab {names.lab}: {len(expanded['hosts'])} nodes up "
+          f"({time.monotonic() - started:.0f}s)", file=log)
+    return True
+
+
+def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabState,
+                    address: str) -> None:
+    from urllib.parse import urlparse
+
+    python = sys.executable
+    env_path = str(Path(__file__).resolve().parents[2])
+    proxy_url = (expanded.get("packages") or {}).get("proxy") or f"http://{address}:3142"
+    port = urlparse(proxy_url).port or 3142
+    cache = CACHE_ROOT / "apt"
+    cache.mkdir(parents=True, exist_ok=True)
+    logs = names.run_dir / "logs"
+    if not (st.services.get("apt-proxy") and st.services["apt-proxy"].alive()):
+        st.services["apt-proxy"] = spawn(
+            ["env", f"PYTHONPATH={env_path}", python, "-m", "cluster_plan.lab.proxy", "serve",
+             str(names.proxy_socket), str(cache)], logs / "apt-proxy.log")
+    if not (st.services.get("apt-relay") and st.services["apt-relay"].alive()):
+        st.services["apt-relay"] = spawn(
+            ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
+             "-m", "cluster_plan.lab.proxy", "relay", address, str(port),
+             str(names.proxy_socket)], logs / "apt-relay.log")
+    state.save(names.state_file, st)
+
+
+def wait_ready(names: LabNames, st: state.LabState, expanded: dict[str, Any]) -> None:
+    """Wait until every node's sshd listens (read from the node's /proc, no packets sent)."""
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    pending = set(expanded["hosts"])
+    while pending and time.monotonic() < deadline:
+        pending = {h for h in pending if not node.sshd_listening(st.nodes[h])}
+        dead = [h for h in pending if not st.nodes[h].alive()]
+        if dead:
+            raise LabError(f"node(s) died while booting: {', '.join(sorted(dead))}; see "
+                           f"{names.run_dir}/nodes/<host>/console.log")
+        time.sleep(0.2)
+    if pending:
+        raise LabError(f"sshd did not start within {BOOT_TIMEOUT_S}s on: "
+                       f"{', '.join(sorted(pending))}")
+
+
+def down(expanded: dict[str, Any]) -> list[str]:
+    """Remove everything this lab made; returns what was removed (for the user)."""
+    require_root()
+    names = for_plan(expanded)
+    st = state.load(names.state_file)
+    removed: list[str] = []
+    if st:
+        for host, init in st.nodes.items():
+            if init.alive():
+                node.stop(init)
+                removed.append(f"node {host}")
+        for ref in [*st.delays.values(), *st.services.values()]:
+            ref.stop()
+    for ns in fabric.lab_namespaces(names):
+        kill_netns_processes(ns)
+        fabric.delete_netns(ns)
+        removed.append(f"netns {ns}")
+    if st and st.services.get("apt-proxy"):
+        st.services["apt-proxy"].stop()
+    names.proxy_socket.unlink(missing_ok=True)
+    node.remove_cgroups(names)
+    hardware.detach_disks(names, st.loops if st else {})
+    shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)
+    shutil.rmtree(names.run_dir, ignore_errors=True)
+    if st and st.made_netns_mount:
+        _release_netns_mount()
+    return removed
+
+
+def _release_netns_mount() -> None:
+    """Undo the /run/netns mount `ip netns add` made, once no namespace is left in it."""
+    netns_dir = fabric.NETNS_DIR
+    if fabric.netns_mounted() and not any(netns_dir.iterdir()):
+        run(["umount", str(netns_dir)], check=False)
+        with contextlib.suppress(OSError):
+            netns_dir.rmdir()
+
+
+def restart_node(expanded: dict[str, Any], host: str) -> ProcRef:
+    """Power-cycle one node: its overlay (its disk) survives, its processes do not."""
+    require_root()
+    names = for_plan(expanded)
+    st = state.load(names.state_file)
+    if st is None or host not in st.nodes:
+        raise LabError(f"node {host} is not part of a running lab {names.lab}")
+    node.stop(st.nodes[host])
+    parent = st.services.get(f"boot-{host}")
+    if parent:
+        parent.stop()
+    kill_netns_processes(names.node_ns(host))
+    node.remove_cgroups(names, host)
+    base = rootfs.base_dir()
+    script = node.boot_script(names, host, expanded["hosts"][host], base, st.loops)
+    parent, init = node.boot(names, host, script)
+    st.nodes[host] = init
+    st.services[f"boot-{host}"] = parent
+    state.save(names.state_file, st)
+    wait_ready(names, st, {"hosts": {host: expanded["hosts"][host]}})
+    return init

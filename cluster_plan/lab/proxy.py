@@ -1,0 +1,151 @@
+"""The package proxy nodes use, in two halves that never give anyone a route:
+
+- `serve`: an HTTP proxy in the root namespace, listening on a unix socket only, that
+  fetches from the Debian archive hosts and nothing else, and caches packages on disk
+  (the cache survives between labs);
+- `relay`: inside the admin namespace, a TCP listener on the plan's proxy address that
+  copies each connection to that unix socket.
+
+python -m cluster_plan.lab.proxy serve SOCKET CACHE_DIR
+python -m cluster_plan.lab.proxy relay ADDRESS PORT SOCKET
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import os
+import shutil
+import socketserver
+import sys
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ALLOWED_HOSTS = frozenset({"deb.debian.org", "security.debian.org"})
+# Files whose name changes whenever their content does: safe to cache forever.
+IMMUTABLE = ("/pool/", "/by-hash/")
+
+
+class ArchiveProxy(BaseHTTPRequestHandler):
+    cache: Path
+    protocol_version = "HTTP/1.1"
+
+    def address_string(self) -> str:
+        return "admin-relay"
+
+    def do_CONNECT(self) -> None:
+        self.send_error(403, "the lab proxy only carries plain HTTP to the Debian archive")
+
+    def do_HEAD(self) -> None:
+        self._proxy(head=True)
+
+    def do_GET(self) -> None:
+        self._proxy(head=False)
+
+    def _proxy(self, head: bool) -> None:
+        url = urlsplit(self.path)
+        if url.scheme != "http" or url.hostname not in ALLOWED_HOSTS or url.port not in (None, 80):
+            self.send_error(403, f"the lab proxy does not fetch {url.hostname or self.path}")
+            return
+        path = url.path + (f"?{url.query}" if url.query else "")
+        cached = self.cache / url.hostname / url.path.lstrip("/")
+        if any(marker in url.path for marker in IMMUTABLE) and cached.is_file():
+            self._send_file(cached, head)
+            return
+        upstream = http.client.HTTPConnection(url.hostname, 80, timeout=60)
+        try:
+            upstream.request("HEAD" if head else "GET", path, headers={"User-Agent": "lab-proxy"})
+            response = upstream.getresponse()
+            self.send_response(response.status)
+            for key in ("Content-Type", "Content-Length", "Last-Modified", "ETag"):
+                if response.getheader(key):
+                    self.send_header(key, response.getheader(key) or "")
+            if response.getheader("Content-Length") is None:
+                self.send_header("Connection", "close")  # no length: end marks the body
+                self.close_connection = True
+            self.end_headers()
+            if head:
+                return
+            store = response.status == 200 and any(m in url.path for m in IMMUTABLE)
+            self._copy(response, cached if store else None)
+        except OSError as err:
+            self.send_error(502, f"upstream {url.hostname}: {err}")
+        finally:
+            upstream.close()
+
+    def _copy(self, response: http.client.HTTPResponse, cached: Path | None) -> None:
+        partial = cached.with_name(cached.name + f".{os.getpid()}.part") if cached else None
+        sink = None
+        if partial is not None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            sink = open(partial, "wb")  # noqa: SIM115 (closed below)
+        try:
+            while chunk := response.read(65536):
+                self.wfile.write(chunk)
+                if sink:
+                    sink.write(chunk)
+        finally:
+            if sink and partial and cached:
+                sink.close()
+                os.replace(partial, cached)
+
+    def _send_file(self, cached: Path, head: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(cached.stat().st_size))
+        self.end_headers()
+        if not head:
+            with open(cached, "rb") as src:
+                shutil.copyfileobj(src, self.wfile)
+
+
+class UnixProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def serve(socket_path: str, cache: str) -> None:
+    Path(socket_path).unlink(missing_ok=True)
+    handler = type("Handler", (ArchiveProxy,), {"cache": Path(cache)})
+    with UnixProxyServer(socket_path, handler) as server:
+        os.chmod(socket_path, 0o600)
+        server.serve_forever()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _relay(address: str, port: int, socket_path: str) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    server = await asyncio.start_server(handle, address, port)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "serve":
+        serve(argv[1], argv[2])
+    elif len(argv) == 4 and argv[0] == "relay":
+        asyncio.run(_relay(argv[1], int(argv[2]), argv[3]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,55 @@
+"""The lab's record of what it started: process ids with start times, and active faults.
+
+Kept under /run so that a reboot (which ends every lab process) also forgets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.lab.proc import ProcRef
+
+
+@dataclass
+class LabState:
+    lab: str
+    plan: str
+    nodes: dict[str, ProcRef] = field(default_factory=dict)
+    services: dict[str, ProcRef] = field(default_factory=dict)
+    delays: dict[str, ProcRef] = field(default_factory=dict)
+    faults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    made_netns_mount: bool = False
+    loops: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+def _refs(raw: dict[str, Any]) -> dict[str, ProcRef]:
+    return {key: ProcRef(int(val["pid"]), int(val["started"])) for key, val in raw.items()}
+
+
+def load(path: Path) -> LabState | None:
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None
+    return LabState(
+        lab=raw["lab"], plan=raw["plan"], nodes=_refs(raw.get("nodes", {})),
+        services=_refs(raw.get("services", {})), delays=_refs(raw.get("delays", {})),
+        faults=raw.get("faults", {}), made_netns_mount=bool(raw.get("made_netns_mount")),
+        loops=raw.get("loops", {}),
+    )
+
+
+def save(path: Path, state: LabState) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.to_json())
+    os.replace(tmp, path)

@@ -1,0 +1,53 @@
+"""What is actually running, read from the machine (never only from the state file)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster_plan.lab import fabric, node, state
+from cluster_plan.lab.names import LabNames
+
+
+def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
+    st = state.load(names.state_file)
+    nodes: dict[str, Any] = {}
+    for host, spec in expanded["hosts"].items():
+        init = st.nodes.get(host) if st else None
+        alive = bool(init and init.alive())
+        nodes[host] = {
+            "address": spec.get("address"),
+            "netns": fabric.netns_exists(names.node_ns(host)),
+            "init_pid": init.pid if init and alive else None,
+            "state": node.system_state(init) if init and alive else "down",
+            "sshd": bool(init and alive and node.sshd_listening(init)),
+            "fault": (st.faults.get(host) if st else None),
+        }
+    services = {name: ref.alive() for name, ref in (st.services.items() if st else [])
+                if not name.startswith("boot-")}
+    namespaces = fabric.lab_namespaces(names)
+    running = sum(1 for n in nodes.values() if n["sshd"])
+    up = running == len(nodes) and all(services.values()) and bool(services)
+    leftovers = bool(namespaces) or st is not None
+    return {"lab": names.lab, "up": up, "running": running, "total": len(nodes),
+            "condition": "up" if up else ("degraded" if leftovers else "down"),
+            "nodes": nodes, "services": services, "namespaces": namespaces}
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"lab {report['lab']}: {report['condition']} "
+             f"({report['running']}/{report['total']} nodes reachable)"]
+    if report["condition"] == "down":
+        return lines[0]
+    lines.append(f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7}  FAULT")
+    for host, info in report["nodes"].items():
+        fault = info["fault"]
+        fault_text = "-" if not fault else ", ".join(
+            f"{k}={v}" for k, v in fault.items() if v not in (None, False) and k != "ports")
+        lines.append(f"{host:<12} {info['address'] or '-':<15} {info['state']:<12} "
+                     f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7}  "
+                     f"{fault_text}")
+    for name, alive in report["services"].items():
+        lines.append(f"service {name}: {'running' if alive else 'DEAD'}")
+    if report["condition"] == "degraded":
+        lines.append("some of the lab is missing: `lab down` then `lab up` rebuilds it")
+    return "\n".join(lines)

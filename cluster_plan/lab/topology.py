@@ -1,0 +1,127 @@
+"""The lab's wiring, computed from the expanded plan: pure data, no side effects.
+
+Each switch becomes one bridge per plan network (a switch's VLANs, since this kernel's
+bridges have no VLAN filtering); each uplink becomes one veth pair per network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cluster_plan.lab.names import ifname
+
+
+@dataclass(frozen=True)
+class Bridge:
+    name: str
+    switch: str
+    network: str
+    mtu: int
+
+
+@dataclass(frozen=True)
+class Uplink:
+    """A veth pair between two switch bridges of one network."""
+
+    lower: str  # interface name on the lower (access/aggregation) bridge
+    upper: str  # interface name on the upper (aggregation/core) bridge
+    lower_bridge: str
+    upper_bridge: str
+    mbit: int
+    mtu: int
+
+
+@dataclass(frozen=True)
+class Port:
+    """One node interface: `device` inside the node, `switch_port` on the fabric bridge."""
+
+    host: str
+    network: str
+    device: str
+    switch_port: str
+    bridge: str
+    address: str
+    prefixlen: int
+    mtu: int
+    mbit: int
+
+
+@dataclass(frozen=True)
+class Wiring:
+    bridges: list[Bridge]
+    uplinks: list[Uplink]
+    ports: list[Port]
+    loops: bool  # the tree has redundant paths, so the bridges need STP
+
+
+def scaled_mbit(gbps: float, rate_scale: float) -> int:
+    """Plan link speed as the lab's rate limit: gbps * rate_scale, in Mbit/s (at least 1)."""
+    return max(1, round(gbps * 1000 * rate_scale))
+
+
+def bridge_name(switch: str, network: str) -> str:
+    return ifname(switch, network[:4])
+
+
+def wiring(expanded: dict[str, Any]) -> Wiring:
+    scale = float((expanded.get("lab") or {}).get("rate_scale", 0.01))
+    networks: dict[str, Any] = expanded["networks"]
+    topo = expanded["topology"]
+    switches = [*topo.get("core", {}), *topo.get("aggregation", {}), *topo.get("access", {})]
+    bridges = [Bridge(bridge_name(sw, net), sw, net, int(spec.get("mtu") or 1500))
+               for sw in switches for net, spec in networks.items()]
+    mtus = {net: int(spec.get("mtu") or 1500) for net, spec in networks.items()}
+    edges: list[tuple[str, str, float]] = []
+    for access, spec in topo.get("access", {}).items():
+        edges.append((access, spec["uplink"], float(spec.get("uplink_gbps")
+                                                    or spec.get("link_gbps") or 10)))
+    for agg, spec in topo.get("aggregation", {}).items():
+        for core in spec.get("uplinks", []):
+            edges.append((agg, core, float(spec.get("uplink_gbps") or 100)))
+    uplinks = []
+    for n, (lower, upper, gbps) in enumerate(edges):
+        for k, net in enumerate(networks):
+            uplinks.append(Uplink(f"up{n}n{k}l", f"up{n}n{k}u", bridge_name(lower, net),
+                                  bridge_name(upper, net), scaled_mbit(gbps, scale), mtus[net]))
+    ports = []
+    for h, (host, spec) in enumerate(expanded["hosts"].items()):
+        for k, (net, iface) in enumerate(spec.get("interfaces", {}).items()):
+            ports.append(Port(host, net, iface["device"], f"h{h}n{k}-{host}"[:15],
+                              bridge_name(spec["access_switch"], net), iface["address"],
+                              int(iface["prefixlen"]), int(iface.get("mtu") or mtus[net]),
+                              scaled_mbit(float(spec.get("link_gbps") or 10), scale)))
+    loops = len(edges) >= len(switches)  # a tree over n switches has n-1 edges
+    return Wiring(bridges, uplinks, ports, loops)
+
+
+def admin_addresses(expanded: dict[str, Any]) -> tuple[str, list[str], int]:
+    """(network, addresses, prefixlen) the admin namespace holds on the first network.
+
+    It stands in for the site services the plan points at on that network: the package
+    proxy, DNS and NTP (e.g. 10.40.0.2), or the network's second address when none is set.
+    """
+    from urllib.parse import urlparse
+
+    import netaddr
+
+    net_name, spec = next(iter(expanded["networks"].items()))
+    cidr = netaddr.IPNetwork(spec["cidr"])
+    wanted: list[str] = []
+    proxy = ((expanded.get("packages") or {}).get("proxy")) or ""
+    host = urlparse(proxy).hostname if proxy else None
+    for candidate in [host, *(spec.get("dns") or []), *(spec.get("ntp") or [])]:
+        if candidate and _in(candidate, cidr) and candidate not in wanted:
+            wanted.append(candidate)
+    if not wanted:
+        wanted.append(str(cidr[2]))
+    return net_name, wanted, cidr.prefixlen
+
+
+def _in(address: str, cidr: Any) -> bool:
+    import netaddr
+
+    try:
+        return netaddr.IPAddress(address) in cidr
+    except (netaddr.AddrFormatError, ValueError):
+        return False
