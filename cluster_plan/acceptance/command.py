@@ -58,7 +58,11 @@ def register(subparsers: Any) -> None:
         help="command put before each node command, {node} and {address} substituted "
         "(e.g. 'ip netns exec {node}')",
     )
-    run.add_argument("--ssh-option", action="append", default=[], metavar="OPT")
+    run.add_argument("--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT")
+    run.add_argument(
+        "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
+    )
+    run.add_argument("--ssh-key", help="identity file")
     run.add_argument("--ssh-user", default="root")
     run.add_argument("--nodes", help="comma-separated hosts to test (default: all)")
     run.add_argument("--duration", type=float, help="seconds per iperf3 test (default: plan)")
@@ -144,7 +148,13 @@ def _executor(
             raise SpecError("--transport exec needs --exec-prefix")
         return PrefixExecutor(shlex.split(args.exec_prefix), addresses)
     options = [part for opt in args.ssh_option for part in ("-o", opt)]
-    prefix = ["ssh", "-o", "BatchMode=yes", *options, f"{args.ssh_user}@{{address}}"]
+    options += shlex.split(args.ssh_args)
+    if args.ssh_key:
+        options += ["-i", args.ssh_key]
+    # One connection per node for the whole run: a round's commands start in milliseconds.
+    shared = ["-o", "ControlMaster=auto", "-o", "ControlPersist=120",
+              "-o", "ControlPath=/tmp/cluster-plan-acceptance-%C"]  # fmt: skip
+    prefix = ["ssh", "-o", "BatchMode=yes", *shared, *options, f"{args.ssh_user}@{{address}}"]
     return PrefixExecutor(prefix, addresses, remote_shell=True)
 
 
