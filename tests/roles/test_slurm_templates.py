@@ -93,3 +93,10 @@ def test_every_node_renders_the_same_shared_files(lab_expanded):
     for template in ("slurm.conf.j2", "gres.conf.j2", "topology.conf.j2"):
         texts = {render("slurm", template, lab_expanded, h) for h in ("head01", "gpu01", "cpu01")}
         assert len(texts) == 1, template
+
+
+def test_slurmdbd_conf_takes_the_generated_password(lab_expanded):
+    text = render("slurm", "slurmdbd.conf.j2", lab_expanded, "head01",
+                  {"slurm_dbd_pass": {"content": "czNjcjN0Cg=="}})
+    assert "StoragePass=s3cr3t" in lines(text)
+    assert "AuthType=auth/munge" in lines(text)
