@@ -83,6 +83,21 @@ def loss_upper_bound_pct(sent: int, received: int) -> float:
     return 100.0 * high
 
 
+def loss_lower_bound_pct(sent: int, received: int) -> float:
+    """Exact (Clopper-Pearson) one-sided 95% lower bound of the loss rate, in percent."""
+    lost = sent - received
+    if sent <= 0 or lost <= 0:
+        return 0.0
+    low, high = 0.0, lost / sent
+    for _ in range(60):  # P(X >= lost | p) = 0.05
+        mid = (low + high) / 2
+        if 1.0 - _binomial_cdf(lost - 1, sent, mid) < 0.05:
+            low = mid
+        else:
+            high = mid
+    return 100.0 * low
+
+
 def _binomial_cdf(k: int, n: int, p: float) -> float:
     if p <= 0:
         return 1.0

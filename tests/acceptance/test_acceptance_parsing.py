@@ -7,6 +7,7 @@ from acceptance_sim import fixture, fixture_result
 
 from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.fping import (
+    loss_lower_bound_pct,
     loss_upper_bound_pct,
     parse_fping_count,
     parse_fping_vcount,
@@ -128,3 +129,10 @@ def test_probe_count_decides_the_threshold() -> None:
     assert loss_upper_bound_pct(300, 300) <= 1.0
     assert loss_upper_bound_pct(3000, 2940) > 2.0  # 2% lost: clearly above
     assert loss_upper_bound_pct(0, 0) == 100.0
+
+
+def test_loss_lower_bound_decides_a_clear_failure_early() -> None:
+    assert loss_lower_bound_pct(300, 300) == 0.0
+    assert loss_lower_bound_pct(300, 299) < 0.1  # one loss in 300 proves nothing
+    assert loss_lower_bound_pct(300, 294) > 0.1  # 2% of 300: clearly above 0.1%
+    assert loss_lower_bound_pct(100, 98) < loss_upper_bound_pct(100, 98)

@@ -59,6 +59,14 @@ def test_lab_faults_named_exactly(expanded_lab: dict[str, Any]) -> None:
     # every suspect was retested alone: 7 slow pairs; 14 lossy and 14 delayed directions,
     # two of them (stor01 <-> infer01) both
     assert report["timing"]["retests"] == 7 + 14 + 14 - 2
+    # a clear failure is settled by the quick first stage of a retest (100 of 300 probes)
+    retest_sizes = [
+        argv[argv.index("--vcount") + 1]
+        for _, argv in net.calls
+        if "--vcount" in argv and len([a for a in argv if a.startswith("10.")]) == 2
+    ]
+    # (a lossy direction that happens to lose 0 or 1 of 100 is undecided and gets all 300)
+    assert set(retest_sizes) <= {"100", "300"} and retest_sizes.count("100") >= 20
     retested = [r for r in report["bandwidth"] if r["first_attempt"]]
     assert {frozenset((r["client"], r["server"])) for r in retested} == {
         frozenset(("gpu02", n.name)) for n in spec.networks[0].nodes if n.name != "gpu02"
