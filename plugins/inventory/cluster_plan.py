@@ -90,10 +90,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         self._populate(expanded, path)
 
     def _set_options_from_plan(self, expanded: dict[str, Any], path: str) -> None:
-        data = self.loader.load_from_file(path, cache="none") if hasattr(self, "loader") else {}
+        """Constructable options sit at the plan's top level; the plan was validated first,
+        so this second read through Ansible's loader only picks them up (trusted, so that
+        compose expressions may be templated)."""
+        try:
+            data = self.loader.load_from_file(path, cache="none", trusted_as_template=True)
+        except TypeError:  # ansible-core before 2.19 has no data trust
+            data = self.loader.load_from_file(path, cache="none")
         options = {k: data[k] for k in ("compose", "groups", "keyed_groups", "strict",
                                          "leading_separator", "use_extra_vars") if k in data}
-        self._consume_options({"plugin": "cluster_plan", **options})
+        self.set_options(direct={"plugin": self.NAME, **options}, var_options=self._vars)
 
     def _populate(self, expanded: dict[str, Any], path: str) -> None:
         inventory = self.inventory
