@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.lab import fabric, hardware, node, rootfs, state
+from cluster_plan.lab import fabric, guard, hardware, node, rootfs, state
 from cluster_plan.lab.names import CACHE_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import admin_addresses, wiring
@@ -33,7 +33,7 @@ def ensure_ssh_key(names: LabNames) -> str:
 
 
 def is_up(names: LabNames, st: state.LabState | None, expanded: dict[str, Any]) -> bool:
-    if st is None or not fabric.netns_exists(names.admin_ns):
+    if st is None or not fabric.netns_exists(names.admin_ns) or not guard.present(expanded):
         return False
     return all(host in st.nodes and st.nodes[host].alive() for host in expanded["hosts"]) and \
         all(ref.alive() for ref in st.services.values())
@@ -46,6 +46,8 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     current = state.load(names.state_file)
     if is_up(names, current, expanded):
         return False
+    if current is None:
+        guard.check_no_overlap(expanded)
     st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
     if not st.made_netns_mount and not fabric.netns_mounted():
         st.made_netns_mount = True
@@ -55,6 +57,7 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     print(f"lab {names.lab}: base image {base.name} ready "
           f"({time.monotonic() - started:.0f}s)", file=log)
     pubkey = ensure_ssh_key(names)
+    guard.add(expanded)
     wires = wiring(expanded)
     fabric.build_fabric(names, wires)
     net_name, addresses, prefixlen = admin_addresses(expanded)
@@ -142,6 +145,7 @@ def down(expanded: dict[str, Any]) -> list[str]:
     if st and st.services.get("apt-proxy"):
         st.services["apt-proxy"].stop()
     names.proxy_socket.unlink(missing_ok=True)
+    guard.remove(expanded)
     node.remove_cgroups(names)
     hardware.detach_disks(names, st.loops if st else {})
     shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)

@@ -205,3 +205,31 @@ def sshd_listening(init: ProcRef) -> bool:
 def remove_files(names: LabNames, host: str) -> None:
     shutil.rmtree(names.node_dir(host), ignore_errors=True)
     shutil.rmtree(names.run_dir / "nodes" / host, ignore_errors=True)
+
+
+def memory_mib(names: LabNames, host: str) -> dict[str, float]:
+    """An idle node's memory: PSS and RSS summed over its processes, and its memory
+    cgroup's charge (which also counts page cache the node caused)."""
+    pss = rss = 0
+    pids: set[int] = set()
+    for hier in cgroup_hierarchies():
+        top = hier / names.cgroup_rel(host)
+        if hier.name in ("unified", "systemd") or hier == CGROUP_ROOT:
+            for procs in top.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError):
+                    pids.update(int(p) for p in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+                elif line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+    charged = 0.0
+    for name in ("memory.usage_in_bytes", "memory.current"):
+        for hier in cgroup_hierarchies():
+            path = hier / names.cgroup_rel(host) / name
+            if path.exists() and not charged:
+                charged = int(path.read_text()) / 2**20
+    return {"pss_mib": pss / 1024, "rss_mib": rss / 1024, "cgroup_mib": charged,
+            "processes": float(len(pids))}
