@@ -1,0 +1,131 @@
+"""The GPU roles: generated READMEs, argument specs against defaults, runs on a GPU-less host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster_plan import role_docs
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "meta/argument_specs.yml").exists())
+GENERATED = [r for r in ROLES if role_docs.BEGIN in (r / "README.md").read_text()
+             ] if ROLES else []
+GPU_ROLES = [REPO / "roles/nvidia_driver", REPO / "roles/gpu_health"]
+
+
+def test_gpu_roles_use_generated_readmes() -> None:
+    assert set(GPU_ROLES) <= set(GENERATED)
+
+
+@pytest.mark.parametrize("role", GENERATED, ids=[r.name for r in GENERATED])
+def test_generated_readme_is_current(role: Path) -> None:
+    assert role_docs.stale_readmes([role]) == [], (
+        f"run: python -m cluster_plan.role_docs roles/{role.name}")
+
+
+@pytest.mark.parametrize("role", GPU_ROLES, ids=[r.name for r in GPU_ROLES])
+def test_argument_specs_match_defaults(role: Path) -> None:
+    specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    defaults = yaml.safe_load((role / "defaults/main.yml").read_text())
+    assert set(options) == set(defaults)
+    for name, option in options.items():
+        assert name.startswith(role.name + "_")
+        assert {"type", "default", "description"} <= set(option), name
+        assert option["default"] == defaults[name], name
+
+
+def test_role_docs_generates_and_detects_stale(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    role = tmp_path / "demo"
+    (role / "meta").mkdir(parents=True)
+    spec: dict[str, Any] = {"argument_specs": {"main": {
+        "short_description": "Demo role.",
+        "options": {"demo_port": {"type": "int", "default": 80, "description": "Port | tcp."},
+                    "demo_users": {"type": "list", "elements": "dict", "default": [],
+                                   "description": ["Users", "to add."],
+                                   "options": {"name": {"type": "str", "required": True,
+                                                        "description": "Login."}}}}}}}
+    (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(spec))
+    assert role_docs.main([str(role), "--check"]) == 1
+    assert "not current" in capsys.readouterr().err
+    assert role_docs.main([str(role)]) == 0
+    text = (role / "README.md").read_text()
+    assert "| `demo_port` | int | `80` | Port \\| tcp. |" in text
+    assert "| `demo_users` | list of dict | `[]` | Users to add. |" in text
+    assert "| `demo_users.name` | str | *required* | Login. |" in text
+    (role / "README.md").write_text("# Demo\n\nHand-written.\n\n" + text.split("## Variables")[1])
+    role_docs.main([str(role)])
+    assert (role / "README.md").read_text().startswith("# Demo\n\nHand-written.")
+    assert role_docs.main([str(role), "--check"]) == 0
+    spec["argument_specs"]["main"]["options"]["demo_port"]["default"] = 8080
+    (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(spec))
+    assert role_docs.stale_readmes([role]) == [role / "README.md"]
+
+
+def run_gpu_playbook(tmp_path: Path, extra: dict[str, Any], *args: str,
+                     python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+           "ANSIBLE_CACHE_PLUGIN": "memory", "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOCALHOST_WARNING": "false"}
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+               "-c", "local", str(REPO / "playbooks/gpu.yml"), "-e", f"@{tmp_path / 'vars.json'}",
+               "-e", f"gpu_health_report_dir={tmp_path / 'reports'}",
+               "-e", f"ansible_python_interpreter={python}", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300, check=False)
+
+
+def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"scheduler": {"type": "slurm"},
+                               "acceptance": {"gpu": {"max_temp_c": 85}}}
+    if lab:
+        cluster["lab"] = {"rate_scale": 0.01}
+    return {"plan_host": {"hostname": "gpu01", "accelerators": {
+        "model": model, "count": count, "vendor": "nvidia", "kind": "gpu",
+        "driver_branch": pin}}, "cluster_plan": cluster}
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])
+def test_lab_gpu_node_without_gpus_is_left_alone(tmp_path: Path, check: bool) -> None:
+    proc = run_gpu_playbook(tmp_path, plan_vars("H100-PCIE-80GB", 2, lab=True),
+                            *(["--check"] if check else []))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "No NVIDIA PCI device on localhost" in out
+    assert "nothing was changed" in out
+    assert "Install the chosen driver" in out and "skipping: [localhost]" in out
+    assert "GPU health skipped" in out
+    if not check:
+        report = json.loads((tmp_path / "reports/localhost.json").read_text())
+        assert report["verdict"] == "skipped"
+        assert report["planned_gpus"] == 2
+
+
+def test_real_cluster_node_without_nvml_fails_clearly(tmp_path: Path) -> None:
+    # /usr/bin/python3 has no nvidia-ml-py: the module must still answer, never a traceback.
+    proc = run_gpu_playbook(tmp_path, plan_vars("H100-SXM5-80GB", 8, lab=False),
+                            python="/usr/bin/python3")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "GPU health check failed on localhost: NVML not available" in out
+    assert "Traceback" not in out
+    report = json.loads((tmp_path / "reports/localhost.json").read_text())
+    assert report["verdict"] == "fail"
+
+
+def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None:
+    proc = run_gpu_playbook(tmp_path, plan_vars("H200-SXM-141GB", 8, lab=True, pin=535),
+                            "-e", '{"nvidia_driver_available_branches": [535, 550, 570, 580]}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "older than H200-SXM-141GB's minimum branch 550" in out
