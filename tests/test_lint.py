@@ -1,0 +1,74 @@
+"""The whole tree stays clean under the project's linters, as CI requires."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+PLANS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "inventory").rglob("*.yml"))
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), NO_COLOR="1")
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.mark.parametrize("tool", [
+    ("ruff", "check", "cluster_plan", "plugins", "tests", "benchmarks"),
+    ("mypy",),
+    ("yamllint", "-s", "."),
+])
+def test_python_and_yaml_linters(tool: tuple[str, ...]) -> None:
+    result = run(str(BIN / tool[0]), *tool[1:])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ansible_lint_production_profile() -> None:
+    result = run(str(BIN / "ansible-lint"), "--profile", "production", "--nocolor")
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+
+
+def test_plans_pass_check_jsonschema() -> None:
+    result = run(str(BIN / "check-jsonschema"), "--schemafile",
+                 "schemas/cluster-plan.schema.json", *PLANS)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_plans_validate_with_current_locks() -> None:
+    assert PLANS, "no plans under inventory/"
+    result = run(str(BIN / "cluster-plan"), "validate", *PLANS)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count(": ok:") == len(PLANS)
+
+
+def test_schema_is_a_valid_2020_12_schema_with_descriptions() -> None:
+    import json
+
+    import jsonschema
+
+    schema = json.loads((ROOT / "schemas" / "cluster-plan.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$id"].startswith("https://")
+    missing = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict):
+            for name, sub in node.get("properties", {}).items():
+                if isinstance(sub, dict) and "description" not in sub:
+                    missing.append(f"{path}.{name}")
+            if node.get("type") == "object" and "properties" in node:
+                assert node.get("additionalProperties") is False, path
+            for key, sub in node.items():
+                walk(sub, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, sub in enumerate(node):
+                walk(sub, f"{path}[{i}]")
+
+    walk(schema, "#")
+    assert not missing, missing
