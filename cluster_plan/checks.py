@@ -495,8 +495,13 @@ def check_acceptance(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             continue
         mtu = spec.get("mtu", 1500)
         efficiency = GOODPUT_9000 if mtu >= 9000 else GOODPUT_1500
-        speeds = {link_of_rack[n.rack] for n in nodes if net in n.networks and n.rack in
-                  link_of_rack}
+        # a host's link is as fast as the slower of its switch port and its NIC
+        nic_speed = {name: min((nic["speed_gbps"] for nic in profile.get("nics", [])
+                                if net in nic.get("networks", []) and "speed_gbps" in nic),
+                               default=None)
+                     for name, profile in plan["hardware"].items()}
+        speeds = {min(link_of_rack[n.rack], nic_speed[n.hardware] or link_of_rack[n.rack])
+                  for n in nodes if net in n.networks and n.rack in link_of_rack}
         if not speeds:
             continue
         slowest = min(speeds)
