@@ -21,6 +21,8 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 
 MAX_PLAN_BYTES = 16 * 1024 * 1024
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+MAX_DEPTH = 64  # a plan is a few levels deep; anything near this is junk
+MAX_ALIAS_VALUES = 250_000
 
 
 @dataclass
@@ -55,18 +57,43 @@ class PlanDocument:
         return finding.located(self.file, line, col)
 
 
+def _value_error(node: yaml.Node, problem: str) -> yaml.YAMLError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
 class _Builder:
     def __init__(self, doc: PlanDocument) -> None:
         self.doc = doc
         self.constructor = yaml.constructor.SafeConstructor()
+        self.built: set[int] = set()  # collections built once; meeting one again is an alias
+        self.active: set[int] = set()  # collections being built now (an alias to one is a cycle)
+        self.alias_values = 0
 
     def build(self, node: yaml.Node, path: JsonPath) -> Any:
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            try:
+                return self.constructor.construct_object(node, deep=True)
+            except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
+                raise _value_error(node, f"cannot read {node.value!r}: {exc}") from None
+        # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan
+        # would expand forever, so both, and absurd nesting, stop with a finding.
+        if id(node) in self.active:
+            raise _value_error(node, "an alias refers to a value that contains it")
+        if len(path) > MAX_DEPTH:
+            raise _value_error(node, f"the plan nests deeper than {MAX_DEPTH} levels")
+        if id(node) in self.built:
+            self.alias_values += len(node.value)
+            if self.alias_values > MAX_ALIAS_VALUES:
+                raise _value_error(node, f"aliases expand to more than {MAX_ALIAS_VALUES} values")
+        self.built.add(id(node))
+        self.active.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        return self.constructor.construct_object(node, deep=True)
+        finally:
+            self.active.discard(id(node))
 
     def _mapping(self, node: yaml.MappingNode, path: JsonPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
@@ -168,7 +195,8 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
         doc.data = _Builder(doc).build(root, ())
     except yaml.YAMLError as exc:  # e.g. a malformed timestamp or an unknown tag
         mark = getattr(exc, "problem_mark", None)
-        doc.findings.append(Finding("yaml-value", f"cannot read a value: {exc}", (), file=file,
+        problem = getattr(exc, "problem", None) or str(exc)
+        doc.findings.append(Finding("yaml-value", f"cannot read a value: {problem}", (), file=file,
                                     line=mark.line + 1 if mark else None,
                                     column=mark.column + 1 if mark else None))
         doc.data = None
