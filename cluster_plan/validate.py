@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.allocate import allocate_addresses, lock_differences
-from cluster_plan.checks import ALL_CHECKS
+from cluster_plan.checks import ALL_CHECKS, MAX_NODES
 from cluster_plan.findings import Finding, errors, format_path, sort_key
 from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
 from cluster_plan.lockfile import lock_path_for, read_lock
@@ -36,6 +36,12 @@ class Validation:
 def _semantic_findings(doc: PlanDocument, schema_clean: bool) -> tuple[list[Finding], list[Node]]:
     plan = doc.data
     findings: list[Finding] = []
+    groups = plan.get("node_groups")
+    planned = sum(g["count"] for g in groups.values() if isinstance(g, dict) and
+                  type(g.get("count")) is int and g["count"] > 0) if isinstance(groups, dict) else 0
+    if planned > MAX_NODES:  # enumerating ten million nodes would take minutes
+        return [doc.place(Finding("too-many-nodes", f"the plan has {planned} nodes; the limit "
+                                  f"is {MAX_NODES}", ("node_groups",)))], []
     try:
         nodes = list(iter_nodes(plan))
     except (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError):

@@ -1,0 +1,37 @@
+"""Absurd sizes are refused quickly, with a finding, before any node is enumerated."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster_plan.validate import validate_text
+
+LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "cluster.yml"
+
+
+def _codes(result):
+    return {(f.code, f.json_path) for f in result.findings if f.severity == "error"}
+
+
+@pytest.mark.parametrize("count", ["10000000", "2000000000", "99999999999999999999"])
+def test_absurd_count_is_refused_quickly(count):
+    text = LAB.read_text().replace("    count: 2\n", f"    count: {count}\n", 1)
+    started = time.monotonic()
+    result = validate_text(text, "big.yml")
+    assert time.monotonic() - started < 5
+    assert ("range", "$.node_groups.gpu.count") in _codes(result)
+    assert ("too-many-nodes", "$.node_groups") in _codes(result)
+
+
+def test_many_groups_each_within_the_schema_limit_are_refused_quickly():
+    # every group is under the per-group maximum; together they are far too many
+    groups = "".join(f"  g{i}: {{count: 100000, hostname: \"g{i}n{{n}}\", hardware: cpu, "
+                     f"racks: [r1]}}\n" for i in range(40))
+    text = LAB.read_text().replace("node_groups:\n", "node_groups:\n" + groups, 1)
+    started = time.monotonic()
+    result = validate_text(text, "big.yml")
+    assert time.monotonic() - started < 5
+    assert ("too-many-nodes", "$.node_groups") in _codes(result)
