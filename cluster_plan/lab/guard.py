@@ -66,12 +66,12 @@ def add(expanded: dict[str, Any]) -> None:
         run(["ip", "route", "replace", "unreachable", cidr, "proto", ROUTE_PROTO])
 
 
-def remove(expanded: dict[str, Any] | None) -> None:
-    """Delete the guard routes: those of this plan, or (no plan) every route the lab marked."""
-    wanted = set(plan_cidrs(expanded)) if expanded else None
+def remove(expanded: dict[str, Any], keep: set[str]) -> None:
+    """Delete this plan's guard routes, except those another running lab still needs."""
+    wanted = set(plan_cidrs(expanded)) - keep
     for route in _root_routes():
         if str(route.get("protocol")) != ROUTE_PROTO or route.get("type") != "unreachable":
             continue
-        if wanted is None or route.get("dst") in wanted:
+        if route.get("dst") in wanted:
             run(["ip", "route", "del", "unreachable", route["dst"], "proto", ROUTE_PROTO],
                 check=False)

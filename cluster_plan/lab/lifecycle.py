@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.lab import fabric, guard, hardware, node, rootfs, state
-from cluster_plan.lab.names import CACHE_ROOT, LabError, LabNames, for_plan
+from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import admin_addresses, wiring
 
@@ -49,6 +49,7 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     if current is None:
         guard.check_no_overlap(expanded)
     st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
+    st.cidrs = guard.plan_cidrs(expanded)
     if not st.made_netns_mount and not fabric.netns_mounted():
         st.made_netns_mount = True
     state.save(names.state_file, st)
@@ -145,7 +146,7 @@ def down(expanded: dict[str, Any]) -> list[str]:
     if st and st.services.get("apt-proxy"):
         st.services["apt-proxy"].stop()
     names.proxy_socket.unlink(missing_ok=True)
-    guard.remove(expanded)
+    guard.remove(expanded, keep=state.other_labs_cidrs(RUN_ROOT, names.lab))
     node.remove_cgroups(names)
     hardware.detach_disks(names, st.loops if st else {})
     shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)

@@ -80,10 +80,12 @@ class ProcRef:
 def spawn(argv: Sequence[str], log: Path) -> ProcRef:
     """Start a lab daemon in its own session, detached from the caller's terminal."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        child = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    return ProcRef.of(child.pid)
+    # Double fork through sh: the daemon outlives the caller (a CLI run, a pytest session)
+    # without being its child, so no caller is left holding a process it never waits for.
+    launcher = subprocess.run(
+        ["/bin/sh", "-c", 'log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "sh",
+         str(log), *argv], capture_output=True, text=True, start_new_session=True, check=True)
+    return ProcRef.of(int(launcher.stdout.strip()))
 
 
 def netns_pids(ns: str) -> list[int]:

@@ -24,6 +24,7 @@ class LabState:
     faults: dict[str, dict[str, Any]] = field(default_factory=dict)
     made_netns_mount: bool = False
     loops: dict[str, str] = field(default_factory=dict)
+    cidrs: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -44,8 +45,18 @@ def load(path: Path) -> LabState | None:
         lab=raw["lab"], plan=raw["plan"], nodes=_refs(raw.get("nodes", {})),
         services=_refs(raw.get("services", {})), delays=_refs(raw.get("delays", {})),
         faults=raw.get("faults", {}), made_netns_mount=bool(raw.get("made_netns_mount")),
-        loops=raw.get("loops", {}),
+        loops=raw.get("loops", {}), cidrs=list(raw.get("cidrs", [])),
     )
+
+
+def other_labs_cidrs(run_root: Path, lab: str) -> set[str]:
+    """Plan subnets that other labs on this machine still guard."""
+    cidrs: set[str] = set()
+    for path in run_root.glob("*/state.json"):
+        other = load(path)
+        if other is not None and other.lab != lab:
+            cidrs.update(other.cidrs)
+    return cidrs
 
 
 def save(path: Path, state: LabState) -> None:

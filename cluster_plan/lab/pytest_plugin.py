@@ -1,0 +1,92 @@
+"""pytest fixtures that bring the lab up once per session and always take it down.
+
+Use from any conftest.py:  `pytest_plugins = ["cluster_plan.lab.pytest_plugin"]` (top-level
+conftest only), or import the fixtures: `from cluster_plan.lab.pytest_plugin import lab`.
+
+The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so a
+developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
+exported so that Ansible run by tests reaches this lab through the inventory plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_plan.lab import lifecycle, state
+from cluster_plan.lab.names import LabNames, for_plan
+from cluster_plan.lab.proc import ProcRef
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_PLAN = REPO / "inventory" / "lab" / "cluster.yml"
+TOOLS = ("debootstrap", "unshare", "nsenter", "ip", "tc", "nft", "iptables", "nc", "iperf3",
+         "fping", "ssh", "ssh-keygen", "losetup")
+
+
+def skip_unless_lab_machine() -> None:
+    """Skip (with the reason) where the lab cannot run: not root, or tools missing."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (namespaces, bridges, mounts)")
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the lab needs these host tools: {', '.join(missing)} (make apt-deps)")
+
+
+@dataclass
+class Lab:
+    """A running lab, as tests see it."""
+
+    plan: Path
+    expanded: dict[str, Any]
+    names: LabNames
+
+    def init(self, host: str) -> ProcRef:
+        st = state.load(self.names.state_file)
+        assert st is not None, "the lab has no state file"
+        return st.nodes[host]
+
+    def in_node(self, host: str, argv: list[str], timeout: float = 60,
+                check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a command inside a node (its namespaces and root), without SSH."""
+        init = self.init(host)
+        return subprocess.run(["nsenter", "-t", str(init.pid), "-a", "-r", "-w", *argv],
+                              capture_output=True, text=True, timeout=timeout, check=check)
+
+    def in_netns(self, host: str, argv: list[str], timeout: float = 60,
+                 check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a host tool (iperf3, fping) in a node's network namespace only."""
+        return subprocess.run(["ip", "netns", "exec", self.names.node_ns(host), *argv],
+                              capture_output=True, text=True, timeout=timeout, check=check)
+
+    def address(self, host: str, network: str) -> str:
+        return str(self.expanded["hosts"][host]["interfaces"][network]["address"])
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    skip_unless_lab_machine()
+    from cluster_plan.api import load_expanded
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CLUSTER_PLAN_LAB_ID", os.environ.get("CLUSTER_PLAN_LAB_ID", "test"))
+    try:
+        expanded = load_expanded(str(LAB_PLAN))
+    except BaseException:
+        patch.undo()
+        raise
+    try:
+        lifecycle.down(expanded)  # whatever an interrupted run left behind
+        lifecycle.up(expanded, str(LAB_PLAN))
+        yield Lab(LAB_PLAN, expanded, for_plan(expanded))
+    finally:
+        try:
+            lifecycle.down(expanded)
+        finally:
+            patch.undo()

@@ -1,0 +1,224 @@
+"""Lab logic that needs neither root nor a running lab."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_plan.api import load_expanded
+from cluster_plan.lab import connection_vars, delay, faults, hardware, node, rootfs, topology
+from cluster_plan.lab.command import load_plan
+from cluster_plan.lab.names import LabError, LabNames, ifname
+from cluster_plan.lab.proxy import ArchiveProxy, UnixProxyServer
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "inventory" / "lab" / "cluster.yml"
+
+
+@pytest.fixture(scope="module")
+def expanded() -> dict[str, Any]:
+    return load_expanded(str(PLAN))
+
+
+def test_one_bridge_per_switch_and_network(expanded: dict[str, Any]) -> None:
+    wires = topology.wiring(expanded)
+    switches = {"core1", "agg1", "tor1", "tor2"}
+    assert {(b.switch, b.network) for b in wires.bridges} == {
+        (s, n) for s in switches for n in ("mgmt", "compute", "storage")}
+    assert not wires.loops
+
+
+def test_uplinks_follow_the_tree_at_scaled_speed(expanded: dict[str, Any]) -> None:
+    wires = topology.wiring(expanded)
+    pairs = {(u.lower_bridge, u.upper_bridge, u.mbit) for u in wires.uplinks}
+    # access uplinks 40 Gb/s and the aggregation uplink 100 Gb/s, times rate_scale 0.01
+    assert ("tor1-comp", "agg1-comp", 400) in pairs
+    assert ("tor2-mgmt", "agg1-mgmt", 400) in pairs
+    assert ("agg1-stor", "core1-stor", 1000) in pairs
+    assert len(wires.uplinks) == 3 * 3
+
+
+def test_every_node_interface_carries_its_locked_address(expanded: dict[str, Any]) -> None:
+    wires = topology.wiring(expanded)
+    for host, spec in expanded["hosts"].items():
+        ports = {p.network: p for p in wires.ports if p.host == host}
+        assert set(ports) == set(spec["interfaces"])
+        for net, iface in spec["interfaces"].items():
+            port = ports[net]
+            assert (port.device, port.address, port.mtu) == (
+                iface["device"], iface["address"], iface["mtu"])
+            assert port.bridge == topology.bridge_name(spec["access_switch"], net)
+            assert port.mbit == 100  # 10 Gb/s access links at rate_scale 0.01
+
+
+def test_interface_names_fit_the_kernel_and_are_unique(expanded: dict[str, Any]) -> None:
+    wires = topology.wiring(expanded)
+    names = [p.switch_port for p in wires.ports] + [b.name for b in wires.bridges] + \
+        [n for u in wires.uplinks for n in (u.lower, u.upper)]
+    assert all(len(n) <= 15 for n in names)
+    assert len(names) == len(set(names))
+    long = ifname("a-very-long-switch-name", "compute")
+    assert len(long) <= 15 and long != ifname("a-very-long-switch-name", "storage")
+
+
+def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, Any]) -> None:
+    assert topology.admin_addresses(expanded) == ("mgmt", ["10.40.0.2"], 24)
+
+
+def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
+    looped = {**expanded, "topology": {
+        "core": {"core1": {}, "core2": {}},
+        "aggregation": {"agg1": {"uplinks": ["core1", "core2"]},
+                        "agg2": {"uplinks": ["core1", "core2"]}},
+        "access": {"tor1": {"uplink": "agg1"}, "tor2": {"uplink": "agg2"}}}}
+    assert topology.wiring(looped).loops
+
+
+@pytest.mark.parametrize(("text", "mbit"), [("100mbit", 100), ("1gbit", 1000),
+                                            ("500kbit", 1), ("25", 25), ("10mbps", 80)])
+def test_parse_rate(text: str, mbit: int) -> None:
+    assert faults.parse_rate(text) == mbit
+
+
+@pytest.mark.parametrize("bad", ["fast", "-1mbit", "10 tbit"])
+def test_parse_rate_rejects_nonsense(bad: str) -> None:
+    with pytest.raises(LabError):
+        faults.parse_rate(bad)
+
+
+def test_parse_loss_and_delay() -> None:
+    assert faults.parse_pct("2%") == 2.0
+    assert faults.parse_ms("5ms") == 5.0
+    assert faults.parse_ms("0.2s") == 200.0
+    for bad in ("101%", "x"):
+        with pytest.raises(LabError):
+            faults.parse_pct(bad)
+    for bad in ("0ms", "1h", "-3ms"):
+        with pytest.raises(LabError):
+            faults.parse_ms(bad)
+
+
+def test_gpu_hosts_get_nvidia_stand_ins(expanded: dict[str, Any]) -> None:
+    nodes = hardware.device_nodes(expanded["hosts"]["gpu01"], {})
+    assert ("nvidia0", "c", 195, 0) in nodes and ("nvidia1", "c", 195, 1) in nodes
+    assert ("nvidiactl", "c", 195, 255) in nodes
+    assert not any(n[0].startswith("nvidia") for n in
+                   hardware.device_nodes(expanded["hosts"]["infer01"], {}))
+    accel = hardware.device_nodes(expanded["hosts"]["infer01"], {})
+    assert [n[0] for n in accel] == [f"accel/accel{i}" for i in range(4)]
+    assert hardware.device_nodes(expanded["hosts"]["head01"], {}) == []
+
+
+def test_osd_disks_are_loop_backed(expanded: dict[str, Any]) -> None:
+    spec = expanded["hosts"]["stor01"]
+    assert hardware.osd_disks(spec) == ["osd0"]
+    loops = {"stor01/osd0": "/dev/loop7"}
+    assert ("loop7", "b", 7, 7) in hardware.device_nodes(spec, loops)
+    assert hardware.device_links(spec, loops) == [("disk/by-id/lab-osd0", "../../loop7")]
+
+
+def test_boot_script_gives_the_node_its_own_dev(expanded: dict[str, Any]) -> None:
+    script = node.boot_script(LabNames("unit"), "gpu01", expanded["hosts"]["gpu01"],
+                              Path("/base"), {})
+    assert 'mount -t tmpfs -o mode=755,size=8m,nosuid dev "$R/dev"' in script
+    assert "/dev " not in script.replace('"$R/dev', "")  # never the host's /dev
+    assert 'mknod -m 666 "$R/dev/nvidia1" c 195 1' in script
+    assert script.rstrip().endswith('exec chroot "$R" /lib/systemd/systemd --system')
+    assert "hostname gpu01" in script
+
+
+def test_rootfs_cache_key_follows_the_package_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = rootfs.cache_key()
+    assert key == rootfs.cache_key()
+    monkeypatch.setattr(rootfs, "PACKAGES", (*rootfs.PACKAGES, "vim"))
+    assert rootfs.cache_key() != key
+
+
+def test_connection_vars_go_through_the_admin_namespace(expanded: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLUSTER_PLAN_LAB_ID", raising=False)
+    found = connection_vars(expanded, str(PLAN))
+    assert found["ansible_user"] == "root"
+    assert found["ansible_ssh_private_key_file"].endswith("/id_ed25519")
+    args = found["ansible_ssh_common_args"]
+    assert "cluster_plan.lab.proxycommand cpl-lab-admin %h %p" in args
+    assert "UserKnownHostsFile=/dev/null" in args and "StrictHostKeyChecking=no" in args
+
+
+def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster_plan.lab.proxycommand", "cpl-no-such-lab-admin",
+         "10.40.0.10", "22"], capture_output=True, text=True, timeout=10, check=False)
+    assert result.returncode == 255
+    assert "is not up" in result.stderr
+    assert time.monotonic() - started < 5
+
+
+def _packet_message(packet_id: int) -> bytes:
+    hdr = struct.pack("!IHB", packet_id, 0x0800, 3)
+    attr = struct.pack("=HH", 4 + len(hdr), delay.NFQA_PACKET_HDR) + hdr + b"\0"
+    body = struct.pack("=BBH", 2, 0, 0) + attr
+    kind = (delay.NFNL_SUBSYS_QUEUE << 8) | delay.NFQNL_MSG_PACKET
+    return delay.NLMSG_HDR.pack(delay.NLMSG_HDR.size + len(body), kind, 0, 0, 0) + body
+
+
+def test_delay_stage_reads_packet_ids() -> None:
+    assert delay.packet_ids(_packet_message(7) + _packet_message(4242)) == [7, 4242]
+    assert delay.packet_ids(b"") == []
+
+
+def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
+    sock_path = tmp_path / "proxy.sock"
+    handler = type("Handler", (ArchiveProxy,), {"cache": tmp_path / "cache"})
+    server = UnixProxyServer(str(sock_path), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for method, target in (("GET", "http://example.com/"), ("CONNECT", "pypi.org:443"),
+                               ("GET", "http://deb.debian.org:8080/debian/")):
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(sock_path))
+                client.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                response = http.client.HTTPResponse(client)
+                response.begin()
+                assert response.status == 403, (method, target)
+                response.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
+    from cluster_plan.lab.command import PlanUnreadable
+
+    with pytest.raises(PlanUnreadable) as missing:
+        load_plan(str(tmp_path / "nope.yml"))
+    assert missing.value.code == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(PlanUnreadable):
+        load_plan(str(bad))
+
+
+def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cluster_plan.cli", "lab", *args],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    missing = cli("status", str(tmp_path / "nope.yml"))
+    assert missing.returncode == 2 and "no such plan file" in missing.stderr
+    usage = cli("fault", str(PLAN))
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    for args in (("fault", str(PLAN), "gpu01"), ("fault", str(PLAN), "gpu01", "--rate", "x")):
+        result = cli(*args)
+        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
