@@ -22,6 +22,21 @@ def _pin_path(node: Node, network: str) -> tuple[str, ...]:
     return ("node_groups", node.group, "nodes", node.name, "address", network)
 
 
+def pin_refusal(space: NetworkSpace, pin: str, path: tuple[str, ...]) -> Finding | None:
+    """Why ``pin`` can never be had on this network whatever the lock says, or None."""
+    try:
+        address = parse_address(pin)
+    except AddressError as exc:
+        return Finding("pinned-address", str(exc), path)
+    if not space.contains(address):
+        return Finding("pinned-address-outside", f"{pin} is not a host address of network "
+                       f"{space.name} ({space.network})", path)
+    if address in space.reserved:
+        return Finding("pinned-address-reserved", f"{pin} is reserved on network {space.name} "
+                       "(gateway, DNS, NTP or a reserved range)", path)
+    return None
+
+
 def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: dict[str, Any],
                       reclaim: bool, findings: list[Finding]) -> dict[str, Any]:
     name = space.name
@@ -63,18 +78,12 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
             unpinned.append(node)
             continue
         path = _pin_path(node, name)
-        try:
-            address = parse_address(pin)
-        except AddressError as exc:
-            findings.append(Finding("pinned-address", str(exc), path))
+        refusal = pin_refusal(space, pin, path)
+        if refusal is not None:
+            findings.append(refusal)
             continue
-        if not space.contains(address):
-            findings.append(Finding("pinned-address-outside", f"{pin} is not a host address of "
-                                    f"network {name} ({space.network})", path))
-        elif address in space.reserved:
-            findings.append(Finding("pinned-address-reserved", f"{pin} is reserved on network "
-                                    f"{name} (gateway, DNS, NTP or a reserved range)", path))
-        elif address in taken:
+        address = parse_address(pin)
+        if address in taken:
             findings.append(Finding("pinned-address-taken", f"{pin} already belongs to "
                                     f"{taken[address]} on network {name}", path,
                                     hint="pin another address, or remove or move that host "

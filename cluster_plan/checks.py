@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+from cluster_plan.allocate import pin_refusal
 from cluster_plan.catalog import load_catalog
 from cluster_plan.findings import Finding
 from cluster_plan.networks import AddressError, network_space, parse_address, parse_network
@@ -180,6 +181,18 @@ def check_nodes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                                   f"{pins[(net, address)]} and {host}", (*path, "address", net))
                 else:
                     pins[(net, address)] = host
+                    # refused here too, so `validate --no-lock` and a plan without a lock say so
+                    refusal = _pin_refusal(plan, net, str(address), (*path, "address", net))
+                    if refusal is not None:
+                        yield refusal
+
+
+def _pin_refusal(plan: Plan, net: str, pin: str, path: tuple[Any, ...]) -> Finding | None:
+    try:
+        space = network_space(net, plan["networks"][net])
+    except AddressError:
+        return None  # reported by check_networks
+    return pin_refusal(space, pin, path)
 
 
 def check_references(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
