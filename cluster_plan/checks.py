@@ -515,7 +515,7 @@ def check_acceptance(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                                 if net in nic.get("networks", []) and "speed_gbps" in nic),
                                default=None)
                      for name, profile in plan["hardware"].items()}
-        speeds = {min(link_of_rack[n.rack], nic_speed[n.hardware] or link_of_rack[n.rack])
+        speeds = {min(link_of_rack[n.rack], nic_speed.get(n.hardware) or link_of_rack[n.rack])
                   for n in nodes if net in n.networks and n.rack in link_of_rack}
         if not speeds:
             continue
