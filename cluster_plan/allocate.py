@@ -91,6 +91,17 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
         else:
             taken[address] = node.name
             released.pop(address, None)  # an explicit pin may take back a freed address
+    # A host moved by a pin leaves its old address behind, perhaps still configured on it:
+    # hold it back like a removed host's.
+    for node in pending:
+        old = old_hosts.get(node.name)
+        try:
+            old_address = parse_address(old) if old else None
+        except AddressError:
+            continue
+        if (not reclaim and old_address is not None and usable(old_address)
+                and old_address not in taken):
+            released.setdefault(old_address, node.name)
     # New hosts get the lowest address that is neither used, reserved, nor recently freed.
     cursor = space.first_host
     unplaced = 0
