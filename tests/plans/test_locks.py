@@ -1,0 +1,207 @@
+"""Lock files through the CLI: missing, stale, unreadable, and refreshing one.
+
+Each test copies the lab plan and its lock into tmp_path and edits the copy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cluster_plan import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "inventory" / "lab" / "cluster.yml"
+LAB_LOCK = LAB.with_name("cluster.lock.json")
+GPU_COUNT = '    count: 2\n    hostname: "gpu{n:02d}"'
+
+
+@pytest.fixture
+def plan(tmp_path: Path) -> Path:
+    shutil.copy(LAB, tmp_path / "cluster.yml")
+    shutil.copy(LAB_LOCK, tmp_path / "cluster.lock.json")
+    return tmp_path / "cluster.yml"
+
+
+def lock_of(plan: Path) -> Path:
+    return plan.with_name("cluster.lock.json")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def findings(capsys, plan: Path) -> tuple[int, list[dict]]:
+    code, out, _ = run(capsys, "validate", "--format", "json", str(plan))
+    (report,) = json.loads(out)
+    return code, [f for f in report["findings"] if f["suppressed_by"] is None]
+
+
+def edit(plan: Path, old: str, new: str) -> None:
+    text = plan.read_text()
+    assert text.count(old) == 1, old
+    plan.write_text(text.replace(old, new))
+
+
+def test_the_copied_lab_plan_and_lock_are_current(capsys, plan):
+    assert findings(capsys, plan) == (0, [])
+    code, out, _ = run(capsys, "lock", "--check", str(plan))
+    assert code == 0
+    assert "up to date" in out
+
+
+def test_missing_lock(capsys, plan):
+    lock_of(plan).unlink()
+    code, found = findings(capsys, plan)
+    assert code == 1
+    (finding,) = found
+    assert (finding["code"], finding["path"], finding["file"]) == (
+        "lock-missing", "$", str(lock_of(plan)))
+    assert "cluster-plan lock" in finding["hint"]
+    # --no-lock validates the plan alone
+    assert run(capsys, "validate", "--no-lock", str(plan))[0] == 0
+    # expand refuses too, and says why
+    code, out, err = run(capsys, "expand", str(plan))
+    assert (code, out) == (1, "")
+    assert "lock-missing" in err
+    # lock writes one; then all is well
+    assert run(capsys, "lock", str(plan))[0] == 0
+    assert findings(capsys, plan) == (0, [])
+
+
+def test_stale_lock_after_adding_a_node(capsys, plan):
+    before = json.loads(lock_of(plan).read_text())
+    edit(plan, GPU_COUNT, GPU_COUNT.replace("2", "3", 1))
+    code, found = findings(capsys, plan)
+    assert code == 1
+    (finding,) = found
+    assert (finding["code"], finding["path"], finding["file"]) == (
+        "lock-stale", "$", str(lock_of(plan)))
+    assert "gpu03" in finding["message"]
+    assert "cluster-plan lock" in finding["hint"]
+    code, _, err = run(capsys, "lock", "--check", str(plan))
+    assert code == 1
+    assert "out of date" in err
+    assert json.loads(lock_of(plan).read_text()) == before  # --check writes nothing
+    assert run(capsys, "lock", str(plan))[0] == 0
+    after = json.loads(lock_of(plan).read_text())
+    for net, data in before["networks"].items():
+        for host, address in data["hosts"].items():
+            assert after["networks"][net]["hosts"][host] == address  # survivors keep theirs
+        new = after["networks"][net]["hosts"]["gpu03"]
+        assert new not in data["hosts"].values()
+    assert findings(capsys, plan) == (0, [])
+
+
+def test_stale_lock_after_removing_a_node(capsys, plan):
+    edit(plan, GPU_COUNT, GPU_COUNT.replace("2", "1", 1))
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-stale"]
+    assert "gpu02" in found[0]["message"]
+
+
+def test_stale_lock_after_changing_a_network(capsys, plan):
+    edit(plan, "cidr: 10.41.0.0/24", "cidr: 10.41.4.0/24")
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-stale"]
+    assert "10.41.4.0/24" in found[0]["message"]
+
+
+def test_reordering_node_groups_keeps_the_lock_current(capsys, plan):
+    text = plan.read_text()
+    start, end = text.index("  head:\n"), text.index("  gpu:\n")
+    head = text[start:end]
+    text = text[:start] + text[end:]
+    text = text.replace("\nscheduler:\n", "\n" + head.rstrip("\n") + "\n\nscheduler:\n", 1)
+    plan.write_text(text)
+    assert findings(capsys, plan) == (0, [])
+
+
+@pytest.mark.parametrize(("content", "line"), [
+    (b"{\"version\": 1, \"networks\": {", 1),
+    (b"{\n  \"version\": 1,\n  \"networks\": {},\n}\n", 4),
+    (b"<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> theirs\n", 1),
+])
+def test_lock_that_is_not_json(capsys, plan, content, line):
+    lock_of(plan).write_bytes(content)
+    code, found = findings(capsys, plan)
+    assert code == 1
+    (finding,) = found
+    assert (finding["code"], finding["file"], finding["line"]) == (
+        "lock-unreadable", str(lock_of(plan)), line)
+    # lock does not overwrite a lock it cannot read: that would renumber every host
+    code, _, err = run(capsys, "lock", str(plan))
+    assert code == 1
+    assert "lock-unreadable" in err
+    assert lock_of(plan).read_bytes() == content
+
+
+@pytest.mark.parametrize("content", [
+    b"[]", b"null", b"{\"version\": 1}", b"{\"networks\": {\"mgmt\": []}}",
+    b"{\"networks\": {\"mgmt\": {\"hosts\": [\"head01\"]}}}", b"\xff\xfe\x00junk",
+])
+def test_lock_of_the_wrong_shape(capsys, plan, content):
+    lock_of(plan).write_bytes(content)
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-unreadable"]
+
+
+def test_lock_that_is_a_directory(capsys, plan):
+    lock_of(plan).unlink()
+    lock_of(plan).mkdir()
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-unreadable"]
+
+
+def test_lock_with_nonsense_addresses_is_stale_not_a_crash(capsys, plan):
+    lock = json.loads(lock_of(plan).read_text())
+    lock["networks"]["mgmt"]["hosts"]["gpu01"] = "not an address"
+    lock["networks"]["mgmt"]["released"] = {"300.1.1.1": "ghost"}
+    lock_of(plan).write_text(json.dumps(lock))
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-stale"]
+
+
+def test_pin_on_an_address_the_lock_gives_another_host(capsys, plan):
+    lock = json.loads(lock_of(plan).read_text())
+    taken = lock["networks"]["mgmt"]["hosts"]["gpu02"]
+    edit(plan, "    pool: gpu\n", f"    pool: gpu\n    nodes:\n      gpu01:\n"
+                                  f"        address: {{mgmt: {taken}}}\n")
+    code, found = findings(capsys, plan)
+    assert code == 1
+    (finding,) = found
+    assert (finding["code"], finding["path"]) == (
+        "pinned-address-taken", "$.node_groups.gpu.nodes.gpu01.address.mgmt")
+    assert finding["line"] == plan.read_text().splitlines().index(
+        f"        address: {{mgmt: {taken}}}") + 1
+    code, _, err = run(capsys, "lock", str(plan))
+    assert code == 1
+    assert "pinned-address-taken" in err
+    assert json.loads(lock_of(plan).read_text()) == lock
+
+
+def test_pin_on_a_free_address_moves_only_that_host(capsys, plan):
+    lock = json.loads(lock_of(plan).read_text())
+    edit(plan, "    pool: gpu\n", "    pool: gpu\n    nodes:\n      gpu01:\n"
+                                  "        address: {mgmt: 10.40.0.200}\n")
+    code, found = findings(capsys, plan)
+    assert code == 1
+    assert [f["code"] for f in found] == ["lock-stale"]
+    assert run(capsys, "lock", str(plan))[0] == 0
+    after = json.loads(lock_of(plan).read_text())
+    expected = dict(lock["networks"]["mgmt"]["hosts"], gpu01="10.40.0.200")
+    assert after["networks"]["mgmt"]["hosts"] == expected
+    for net in ("compute", "storage"):
+        assert after["networks"][net]["hosts"] == lock["networks"][net]["hosts"]
+    assert findings(capsys, plan) == (0, [])
