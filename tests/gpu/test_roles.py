@@ -129,3 +129,35 @@ def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "older than H200-SXM-141GB's minimum branch 550" in out
+
+
+@pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
+def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -> None:
+    # A recorded sysfs tree with one H100 puts the role on its install path; package names
+    # are swapped for one every Debian host has, so check mode can look them up here.
+    device = tmp_path / "sys/bus/pci/devices/0000:18:00.0"
+    device.mkdir(parents=True)
+    (device / "vendor").write_text("0x10de\n")
+    (device / "class").write_text("0x030200\n")
+    (device / "device").write_text("0x2330\n")
+    extra = plan_vars("H100-SXM5-80GB", 8, lab=False)
+    extra["cluster_plan"]["scheduler"]["type"] = "kubernetes"
+    stand_in = ["bash"]
+    extra |= {"nvidia_driver_sysfs_root": str(tmp_path / "sys"),
+              "nvidia_driver_configure_repositories": False,
+              "nvidia_driver_os_packages": {"open": stand_in, "proprietary": stand_in},
+              "nvidia_driver_os_prerequisites": stand_in,
+              "nvidia_driver_os_fabricmanager_packages": stand_in,
+              "nvidia_driver_os_container_toolkit_packages": stand_in,
+              "gpu_health_fail_on_findings": False}
+    proc = run_gpu_playbook(tmp_path, extra, "--check")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for task in ("Check whether the driver packages would change",
+                 "Install the chosen driver packages",
+                 "Install the fabric manager matched to the driver",
+                 "Install the NVIDIA container toolkit",
+                 "Hold the driver packages so routine upgrades leave them alone",
+                 "Decide whether a reboot is needed"):
+        assert f"TASK [nvidia_driver : {task}]" in out
+    assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
