@@ -107,3 +107,14 @@ def test_nvlink_check_can_be_turned_off() -> None:
     report = judge_node("gpu01", facts_for(fixture), fixture["accelerators"],
                         {"require_nvlink": False})
     assert keyed(report, "fail") == [[2, "xid"]]
+
+
+def test_cli_judges_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cluster_plan.gpu_health import main
+
+    fixture = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
+    saved = tmp_path / "facts.json"
+    saved.write_text(json.dumps({"nvml": facts_for(fixture)}))
+    assert main([str(saved), "--model", "H100-SXM5-80GB", "--count", "8"]) == 1
+    assert '"verdict": "fail"' in capsys.readouterr().out
+    assert main([str(tmp_path / "missing.json")]) == 2
