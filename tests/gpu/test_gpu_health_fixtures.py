@@ -118,3 +118,23 @@ def test_cli_judges_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main([str(saved), "--model", "H100-SXM5-80GB", "--count", "8"]) == 1
     assert '"verdict": "fail"' in capsys.readouterr().out
     assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_every_report_matches_the_proposed_schema() -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "gpu_node_report.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    reports = []
+    for path in FIXTURES:
+        fixture = json.loads(path.read_text())
+        reports.append(judge_node("gpu01", facts_for(fixture), fixture["accelerators"], None))
+    reports.append(judge_node("head01", {"available": False, "gpus": []}, None, None))
+    reports.append(judge_node("gpu02", {"available": False, "error": "NVML not available: x",
+                                        "gpus": []}, {"model": "L40S", "count": 4}, None))
+    for report in reports:
+        errors = [e.message for e in validator.iter_errors(report)]
+        assert errors == [], (report["node"], errors)
+    broken = {**reports[0], "verdict": "maybe"}
+    assert list(validator.iter_errors(broken))
