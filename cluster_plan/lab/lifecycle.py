@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.lab import fabric, guard, hardware, node, rootfs, state
+from cluster_plan.lab import fabric, guard, hardware, hostlimits, node, rootfs, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import admin_addresses, wiring
 
-BOOT_TIMEOUT_S = 90
+BOOT_TIMEOUT_S = 180
 
 
 def require_root() -> None:
@@ -58,6 +58,8 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     print(f"lab {names.lab}: base image {base.name} ready "
           f"({time.monotonic() - started:.0f}s)", file=log)
     pubkey = ensure_ssh_key(names)
+    for key in hostlimits.raise_limits():
+        print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)
     guard.add(expanded)
     wires = wiring(expanded)
     fabric.build_fabric(names, wires)
@@ -151,6 +153,7 @@ def down(expanded: dict[str, Any]) -> list[str]:
     hardware.detach_disks(names, st.loops if st else {})
     shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)
     shutil.rmtree(names.run_dir, ignore_errors=True)
+    hostlimits.restore_limits()
     if st and st.made_netns_mount:
         _release_netns_mount()
     return removed
