@@ -94,6 +94,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Hosts share data (a profile's disks, a switch's path); print it in full each time
+    rather than as &id001 anchors and *id001 aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def cmd_expand(args: argparse.Namespace) -> int:
     from cluster_plan.api import expand_validation
 
@@ -112,8 +120,8 @@ def cmd_expand(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         print()
     else:
-        yaml.dump(data, sys.stdout, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
-                  sort_keys=False, default_flow_style=False, width=100)
+        yaml.dump(data, sys.stdout, Dumper=_PlainDumper, sort_keys=False,
+                  default_flow_style=False, width=100)
     return EXIT_OK
 
 

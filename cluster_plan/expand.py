@@ -68,7 +68,7 @@ def _accelerators(profile: dict[str, Any]) -> dict[str, Any] | None:
         "kind": "gpu" if entry["vendor"] == "nvidia" else "accelerator",
         "gres_type": entry["gres_type"],
         "driver_branch": accel.get("driver_branch"),
-        "catalog": dict(entry),
+        "catalog": copy.deepcopy(entry),  # the catalog is cached; callers may change this
     }
 
 
