@@ -71,31 +71,74 @@ def fits(pairs: Sequence[Pair], nodes: dict[str, Node], fabric: Fabric) -> bool:
     )
 
 
+class _Round:
+    """One round being filled: who is busy and what each uplink carries (incremental)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.pairs: list[Pair] = []
+        self.busy: set[str] = set()
+        self.load: dict[str, float] = defaultdict(float)
+        self.users: dict[str, int] = defaultdict(int)
+        self._capacity = fabric.uplink_gbps
+
+    def blocking(self, uplinks: Sequence[str], demand: float) -> str | None:
+        """The first uplink that cannot take `demand` more, or None when the pair fits."""
+        for switch in uplinks:
+            capacity = self._capacity.get(switch)
+            if (
+                capacity is not None
+                and self.users[switch]
+                and (self.load[switch] + demand > capacity + 1e-9)
+            ):
+                return switch
+        return None
+
+    def add(self, pair: Pair, uplinks: Sequence[str], demand: float) -> None:
+        self.pairs.append(pair)
+        self.busy.update(pair)
+        for switch in uplinks:
+            self.load[switch] += demand
+            self.users[switch] += 1
+
+
 def schedule_rounds(nodes: Sequence[Node], fabric: Fabric) -> list[list[Pair]]:
     by_name = {node.name: node for node in nodes}
-    rounds: list[list[Pair]] = []
+
+    def route(pair: Pair) -> tuple[list[str], float]:
+        a, b = by_name[pair[0]], by_name[pair[1]]
+        return crossed_uplinks(a, b), min(a.link_gbps, b.link_gbps)
+
+    rounds: list[_Round] = []
     leftover: list[Pair] = []
     for circle in circle_rounds([node.name for node in nodes]):
         # same-switch pairs first: they cost no uplink, so the round keeps the most pairs
-        ordered = sorted(circle, key=lambda p: len(crossed_uplinks(by_name[p[0]], by_name[p[1]])))
-        kept: list[Pair] = []
-        for pair in ordered:
-            if fits([*kept, pair], by_name, fabric):
-                kept.append(pair)
+        current = _Round(fabric)
+        for pair in sorted(circle, key=lambda p: len(route(p)[0])):
+            uplinks, demand = route(pair)
+            if current.blocking(uplinks, demand) is None:
+                current.add(pair, uplinks, demand)
             else:
                 leftover.append(pair)
-        rounds.append(kept)
-    extra: list[list[Pair]] = []
+        rounds.append(current)
+    # First fit of the leftovers into extra rounds. `full[s]`: rounds before it cannot take
+    # more on uplink s, so the search for a pair starts past every uplink it crosses.
+    extra: list[_Round] = []
+    full: dict[str, int] = defaultdict(int)
     for pair in leftover:
-        for round_ in extra:
-            busy = {n for p in round_ for n in p}
-            if (
-                pair[0] not in busy
-                and pair[1] not in busy
-                and fits([*round_, pair], by_name, fabric)
-            ):
-                round_.append(pair)
+        uplinks, demand = route(pair)
+        index = max((full[s] for s in uplinks), default=0)
+        while True:
+            if index == len(extra):
+                extra.append(_Round(fabric))
+            candidate = extra[index]
+            if pair[0] in candidate.busy or pair[1] in candidate.busy:
+                index += 1
+                continue
+            blocked = candidate.blocking(uplinks, demand)
+            if blocked is None:
+                candidate.add(pair, uplinks, demand)
                 break
-        else:
-            extra.append([pair])
-    return [r for r in rounds + extra if r]
+            if full[blocked] == index:
+                full[blocked] = index + 1
+            index += 1
+    return [r.pairs for r in rounds + extra if r.pairs]
