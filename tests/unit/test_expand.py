@@ -45,7 +45,8 @@ def expected_hosts(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
     out = []
     for group, spec in plan["node_groups"].items():
         for i in range(spec["count"]):
-            out.append((spec["hostname"].format(n=i + 1), group, spec["racks"][i % len(spec["racks"])]))
+            rack = spec["racks"][i % len(spec["racks"])]
+            out.append((spec["hostname"].format(n=i + 1), group, rack))
     return out
 
 
@@ -101,7 +102,7 @@ def test_addresses_come_from_the_lock_and_fit_their_networks(plan, lock, expande
 
 
 def test_hardware_accelerators_roles_pools(plan, expanded):
-    for name, host in expanded["hosts"].items():
+    for host in expanded["hosts"].values():
         group = plan["node_groups"][host["node_group"]]
         profile = plan["hardware"][group["hardware"]]
         assert host["hardware_profile"] == group["hardware"]
