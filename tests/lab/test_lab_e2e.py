@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lab_measure import iperf_mbit, ping, wait_reachable
 
 from cluster_plan.lab import faults, lifecycle, state, status
 from cluster_plan.lab.proc import ProcRef
 from cluster_plan.lab.pytest_plugin import REPO, Lab
-
-from lab_measure import iperf_mbit, ping, wait_reachable
 
 pytestmark = pytest.mark.lab
 # Two nodes on different racks: their traffic crosses tor1 -> agg1 -> tor2.
