@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from cluster_plan.findings import Finding
+
+MAX_LABEL = 63  # characters in a DNS label
 
 
 @dataclass(frozen=True)
@@ -27,11 +30,21 @@ class Node:
 def hostname_pattern_problem(pattern: str) -> str | None:
     """Why a hostname pattern cannot be formatted with ``n``, or None when it can."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
+        parsed = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(pattern)
+                  if f is not None]
     except ValueError as exc:
         return f"the pattern is not a valid format string ({exc})"
+    fields = [f for f, _ in parsed]
     if not fields:
         return None
+    # A width such as {n:0999999999d} would build gigabyte names before any check saw them.
+    for _, spec in parsed:
+        if "{" in spec:
+            return "the pattern nests a field in a format spec"
+        width = max((int(w) for w in re.findall(r"\d+", spec)), default=0)
+        if width > MAX_LABEL:
+            return f"the pattern pads a field to {width} characters; a host name has at most " \
+                f"{MAX_LABEL}"
     unknown = sorted({f for f in fields if f.split(".")[0].split("[")[0] != "n"})
     if unknown:
         return f"the pattern uses {', '.join(unknown)}; only {{n}} is known"
