@@ -108,7 +108,8 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
     for node in unpinned:
         while cursor <= space.last_host and (cursor in taken or cursor in space.reserved
                                              or cursor in released):
-            cursor += 1
+            # step over a whole reserved range at once; it may be millions of addresses
+            cursor = space.reserved.end_of(cursor) + 1 if cursor in space.reserved else cursor + 1
         if cursor > space.last_host:
             unplaced += 1
             continue

@@ -123,7 +123,7 @@ def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         except AddressError:
             continue  # reported by check_networks
         hosts = sum(1 for node in nodes if name in node.networks)
-        reserved_inside = sum(1 for a in space.reserved if space.contains(a))
+        reserved_inside = space.reserved.count_within(space.first_host, space.last_host)
         free = space.usable - reserved_inside
         if hosts > free:
             yield Finding("network-capacity", f"network {name} ({space.network}) has {free} "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import socket
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +16,47 @@ class AddressError(ValueError):
     """A plan address or range that cannot be read."""
 
 
+class AddressRanges:
+    """A set of addresses kept as merged inclusive ranges, so reserving a /9 costs two ints,
+    not eight million set entries; ``in`` is a binary search."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        merged: list[list[int]] = []
+        for low, high in sorted(ranges):
+            if merged and low <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], high)
+            else:
+                merged.append([low, high])
+        self.ranges = [(low, high) for low, high in merged]
+        self._starts = [low for low, _ in self.ranges]
+
+    def _index(self, address: int) -> int:
+        i = bisect.bisect_right(self._starts, address) - 1
+        return i if i >= 0 and self.ranges[i][1] >= address else -1
+
+    def __contains__(self, address: object) -> bool:
+        return isinstance(address, int) and self._index(address) >= 0
+
+    def __len__(self) -> int:
+        return sum(high - low + 1 for low, high in self.ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        for low, high in self.ranges:
+            yield from range(low, high + 1)
+
+    def count_within(self, first: int, last: int) -> int:
+        return sum(max(0, min(high, last) - max(low, first) + 1) for low, high in self.ranges)
+
+    def end_of(self, address: int) -> int:
+        """The last address of the range that holds ``address`` (which must be in the set)."""
+        return self.ranges[self._index(address)][1]
+
+
 @dataclass(frozen=True)
 class NetworkSpace:
     name: str
     network: netaddr.IPNetwork
-    reserved: frozenset[int]  # addresses (as ints) the allocator never hands out
+    reserved: AddressRanges  # addresses (as ints) the allocator never hands out
     first_host: int  # /31 and /32 have no network or broadcast address to skip
     last_host: int
 
@@ -84,20 +122,23 @@ def site_addresses(spec: dict[str, Any]) -> list[tuple[str, int]]:
 def network_space(name: str, spec: dict[str, Any]) -> NetworkSpace:
     """Build a network's address space; raises AddressError on unreadable input."""
     net = parse_network(spec["cidr"])
-    reserved: set[int] = set()
+    reserved: list[tuple[int, int]] = []
     first = int(net.first) + (0 if net.prefixlen >= 31 else 1)
     value = spec.get("reserved", [])
     if isinstance(value, int):
-        reserved.update(range(first, min(first + value, int(net.last) + 1)))
+        if value > 0:
+            reserved.append((first, min(first + value - 1, int(net.last))))
     else:
         for entry in value:
             low, high = parse_reserved_entry(entry)
             if high - low > 1 << 24:
                 raise AddressError(f"reserved range {entry!r} is too large")
-            reserved.update(range(max(low, int(net.first)), min(high, int(net.last)) + 1))
-    reserved.update(address for _, address in site_addresses(spec))
+            low, high = max(low, int(net.first)), min(high, int(net.last))
+            if low <= high:
+                reserved.append((low, high))
+    reserved.extend((address, address) for _, address in site_addresses(spec))
     last = int(net.last) if net.prefixlen >= 31 else int(net.last) - 1
-    return NetworkSpace(name, net, frozenset(reserved), first, last)
+    return NetworkSpace(name, net, AddressRanges(reserved), first, last)
 
 
 def to_text(address: int) -> str:
