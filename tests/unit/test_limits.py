@@ -35,3 +35,23 @@ def test_many_groups_each_within_the_schema_limit_are_refused_quickly():
     result = validate_text(text, "big.yml")
     assert time.monotonic() - started < 5
     assert ("too-many-nodes", "$.node_groups") in _codes(result)
+
+
+@pytest.mark.parametrize("reserved", ["[11.0.0.0/9, 11.128.0.0-11.255.255.0]", "16000000"])
+def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
+    from cluster_plan.allocate import allocate_addresses
+    from cluster_plan.expand import expand
+
+    text = LAB.read_text().replace("    cidr: 10.41.0.0/24\n",
+                                   f"    cidr: 11.0.0.0/8\n    reserved: {reserved}\n", 1)
+    started = time.monotonic()
+    result = validate_text(text, "big.yml")
+    assert result.ok, [f.render() for f in result.findings]
+    lock, findings = allocate_addresses(result.plan, result.nodes)
+    assert findings == []
+    hosts = expand(result.plan, result.nodes, lock)["hosts"]
+    assert time.monotonic() - started < 5
+    compute = sorted(h["interfaces"]["compute"]["address"] for h in hosts.values())
+    # the few addresses left above the reserved ones, lowest first
+    assert compute[0] in ("11.255.255.1", "11.244.36.1")
+    assert len(set(compute)) == 8

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster_plan.networks import (
     AddressError,
+    AddressRanges,
     network_space,
     parse_address,
     parse_network,
@@ -69,7 +72,8 @@ def test_space_of_a_slash_24():
     assert not space.contains(n("10.40.0.0"))
     assert not space.contains(n("10.40.0.255"))
     assert space.contains(n("10.40.0.128"))
-    assert space.reserved == frozenset()
+    assert len(space.reserved) == 0
+    assert 0 not in space.reserved
 
 
 def test_reserved_entries_gateway_and_dns_are_held_back():
@@ -125,3 +129,23 @@ def test_unreadable_spec_raises_address_error():
                  {"cidr": "10.0.0.0/24", "reserved": ["0.0.0.0-255.255.255.255"]}):
         with pytest.raises(AddressError):
             network_space("x", spec)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ranges=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 20)), max_size=8),
+       window=st.tuples(st.integers(-5, 240), st.integers(-5, 240)))
+def test_address_ranges_behave_like_the_set_of_their_addresses(ranges, window):
+    pairs = [(low, low + size) for low, size in ranges]
+    held = AddressRanges(pairs)
+    expected = {a for low, high in pairs for a in range(low, high + 1)}
+    assert len(held) == len(expected)
+    assert set(held) == expected
+    assert bool(held) is bool(expected)
+    for address in range(-2, 240):
+        assert (address in held) is (address in expected)
+        if address in expected:
+            end = held.end_of(address)
+            assert set(range(address, end + 1)) <= expected
+            assert end + 1 not in expected
+    low, high = sorted(window)
+    assert held.count_within(low, high) == len({a for a in expected if low <= a <= high})
