@@ -177,8 +177,8 @@ def _caller(nvml: Any, errors: list[str]) -> Callable[..., Any]:
     def call(fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
-        except nvml.NVMLError_NotSupported:
-            return None
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
+            return None  # this GPU, or this driver's NVML, does not have it
         except nvml.NVMLError as err:
             errors.append(f"{getattr(fn, '__name__', 'nvml')}: {err}")
             return None
@@ -196,6 +196,8 @@ def _query_gpu(nvml: Any, handle: Any, index: int,
     limit_mw = call(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
     remapped = call(nvml.nvmlDeviceGetRemappedRows, handle)
     reasons = call(nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+    if reasons is None:  # NVML before R535 calls them throttle reasons
+        reasons = call(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
 
     def ecc(kind: int, counter: int) -> Any:
         return call(nvml.nvmlDeviceGetTotalEccErrors, handle, kind, counter)

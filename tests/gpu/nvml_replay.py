@@ -44,6 +44,8 @@ def _plain(value: Any) -> Any:
     """A ctypes struct or bytes answer as JSON."""
     if isinstance(value, bytes):
         return value.decode()
+    if isinstance(value, SimpleNamespace):  # a replayed struct
+        return {key: _plain(item) for key, item in vars(value).items()}
     if hasattr(value, "_fields_"):
         return {field[0]: _plain(getattr(value, field[0])) for field in value._fields_}
     if isinstance(value, list | tuple):
@@ -60,6 +62,7 @@ class ReplayNvml:
 
     NVMLError = pynvml.NVMLError
     NVMLError_NotSupported = pynvml.NVMLError_NotSupported
+    NVMLError_FunctionNotFound = pynvml.NVMLError_FunctionNotFound
 
     def __init__(self, recording: dict[str, Any], init_error: str | None = None):
         self._system = recording.get("system", {})
@@ -111,14 +114,15 @@ class ReplayNvml:
 
 
 class RecordingNvml:
-    """Wraps the real pynvml and writes down every answer (run on a GPU node)."""
+    """Wraps pynvml (or another library with its API) and writes down every answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, library: Any = pynvml) -> None:
         self.recording: dict[str, Any] = {"system": {}, "devices": []}
+        self._library = library
         self._handles: dict[int, int] = {}
 
     def __getattr__(self, name: str) -> Any:
-        real = getattr(pynvml, name)
+        real = getattr(self._library, name)
         if not callable(real) or not name.startswith("nvml") or name in ("nvmlInit",
                                                                          "nvmlShutdown"):
             return real
@@ -154,12 +158,12 @@ class RecordingNvml:
         return device
 
     def _handle(self, index: int) -> Any:
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
+        return self._library.nvmlDeviceGetHandleByIndex(index)
 
 
-def record(path: Path) -> dict[str, Any]:
-    """Run the nvml_facts boundary against the real NVML and save what it was told."""
-    recorder = RecordingNvml()
+def record(path: Path, library: Any = pynvml) -> dict[str, Any]:
+    """Run the nvml_facts boundary against NVML and save what it was told."""
+    recorder = RecordingNvml(library)
     facts: dict[str, Any] = load_nvml_facts().query_nvml(recorder)
     path.write_text(json.dumps(recorder.recording, indent=1) + "\n")
     return facts

@@ -119,13 +119,18 @@ def test_init_error_and_per_gpu_errors_are_reported() -> None:
     recording: dict[str, Any] = {"system": {"nvmlSystemGetDriverVersion": "570.1.2"},
                                  "devices": [{"nvmlDeviceGetName": {"": "NVIDIA L40S"},
                                               "nvmlDeviceGetTemperature": {
-                                                  "0": {"nvml_error": "GPU_IS_LOST"}}}]}
+                                                  "0": {"nvml_error": "GPU_IS_LOST"}},
+                                              "nvmlDeviceGetCurrentClocksEventReasons": {
+                                                  "": {"nvml_error": "FUNCTION_NOT_FOUND"}},
+                                              "nvmlDeviceGetCurrentClocksThrottleReasons": {
+                                                  "": 0x40}}]}
     facts = nvml_facts.query_nvml(ReplayNvml(recording))
     gpu = facts["gpus"][0]
     assert gpu["name"] == "NVIDIA L40S"
     assert gpu["temperature_c"] is None
     assert gpu["errors"] == ["nvmlDeviceGetTemperature: GPU is lost"]
     assert gpu["nvlinks"] == [] and gpu["remapped_rows"] is None
+    assert gpu["clock_event_reasons"] == ["hw_thermal_slowdown"]  # pre-R535 name, same bits
 
 
 def test_module_runs_through_ansible_without_nvml(tmp_path: Path) -> None:
@@ -153,3 +158,16 @@ def test_absent_gpus_skip_is_for_hosts_with_nothing_on_the_bus() -> None:
     assert "the plan says 2x H100-PCIE-80GB" in skipped["findings"][0]["message"]
     on_bus = {**facts, "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}]}
     assert judge_node("gpu01", on_bus, plan, None, absent_gpus="skip")["verdict"] == "fail"
+
+
+def test_recorder_round_trips_through_replay(tmp_path: Path) -> None:
+    # Record "real" NVML (here: a replay of the healthy fixture standing in for pynvml), then
+    # replay the recording: the boundary must see the same answers both times.
+    import nvml_replay
+
+    fixture = json.loads((Path(__file__).parent / "fixtures/nvlink_down.json").read_text())
+    recorded = nvml_replay.record(tmp_path / "node.json", ReplayNvml(fixture["recording"]))
+    replayed = nvml_facts.query_nvml(ReplayNvml(json.loads((tmp_path / "node.json").read_text())))
+    assert replayed == recorded
+    assert recorded["gpus"][2]["nvlinks"][7] == {"link": 7, "active": False}
+    assert len(recorded["gpus"]) == 8
