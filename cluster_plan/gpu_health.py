@@ -262,14 +262,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--node", default="node")
     parser.add_argument("--max-temp-c", type=int)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="an acceptance.gpu threshold, e.g. --set require_nvlink=false")
     args = parser.parse_args(argv)
+    acceptance: dict[str, Any] = {} if args.max_temp_c is None else {
+        "max_temp_c": args.max_temp_c}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in DEFAULT_THRESHOLDS:
+            print(f"unknown threshold {key!r}; known: {', '.join(DEFAULT_THRESHOLDS)}",
+                  file=sys.stderr)
+            return 2
+        try:
+            acceptance[key] = json.loads(value)
+        except ValueError:
+            print(f"--set {item}: the value must be JSON (e.g. false, 80, [79])", file=sys.stderr)
+            return 2
     try:
         facts = json.loads(args.facts.read_text())
     except (OSError, ValueError) as err:
         print(f"cannot read {args.facts}: {err}", file=sys.stderr)
         return 2
     accelerators = {"model": args.model, "count": args.count} if args.model else None
-    acceptance = {} if args.max_temp_c is None else {"max_temp_c": args.max_temp_c}
     report = judge_node(args.node, facts.get("nvml", facts), accelerators, acceptance)
     print(json.dumps(report, indent=2))
     return 1 if report["verdict"] == "fail" else 0

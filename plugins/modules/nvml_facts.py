@@ -9,8 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 try:
     import pynvml
 except ImportError:  # nvidia-ml-py not installed on the node: reported, not raised
@@ -294,6 +292,9 @@ def gather(params: dict[str, Any], run_command: Callable[[list[str]], tuple[int,
 
 
 def main() -> None:
+    # Imported here so the readers above work without Ansible (tests/gpu/device_check.sh).
+    from ansible.module_utils.basic import AnsibleModule
+
     module = AnsibleModule(
         argument_spec={
             "xid_since": {"type": "str", "default": ""},

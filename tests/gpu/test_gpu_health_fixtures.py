@@ -118,6 +118,11 @@ def test_cli_judges_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main([str(saved), "--model", "H100-SXM5-80GB", "--count", "8"]) == 1
     assert '"verdict": "fail"' in capsys.readouterr().out
     assert main([str(tmp_path / "missing.json")]) == 2
+    relaxed = [str(saved), "--model", "H100-SXM5-80GB", "--count", "8",
+               "--set", "min_pcie_width_ratio=0.5"]
+    assert main(relaxed) == 0
+    assert main([str(saved), "--set", "no_such_key=1"]) == 2
+    assert main([str(saved), "--set", "max_temp_c=hot"]) == 2
 
 
 def test_every_report_matches_the_proposed_schema() -> None:
