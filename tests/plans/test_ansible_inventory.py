@@ -61,7 +61,8 @@ def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
     for name, code in (("network-overlap.yml", "network-overlap"),
                        ("duplicate-key-nested.yml", "duplicate-key"),
                        ("yaml-syntax.yml", "yaml-syntax"),
-                       ("absurd-count.yml", "range")):
+                       ("absurd-count.yml", "range"),
+                       ("binary-junk.yml", "not-text")):
         cases[name] = (BAD / name, code)
     missing = base / "missing"
     missing.mkdir()
@@ -79,7 +80,7 @@ def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
 
 def test_bad_sources_fail_with_the_finding_and_no_traceback(tmp_path):
     cases = _broken_copies(tmp_path)
-    with ThreadPoolExecutor(max_workers=6) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool:
         results = dict(zip(cases, pool.map(lambda c: ansible_inventory(c[0], "--list"),
                                            cases.values()), strict=True))
     for name, (source, code) in cases.items():
