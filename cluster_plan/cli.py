@@ -74,11 +74,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
     from cluster_plan.api import lock_plan
     from cluster_plan.lockfile import lock_path_for
 
+    path = lock_path_for(args.plan)
     try:
         result, previous, fresh = lock_plan(args.plan, reclaim=args.reclaim, write=not args.check)
     except PlanError as exc:
         return _plan_error(exc)
-    path = lock_path_for(args.plan)
+    except OSError as exc:  # the lock cannot be written: a read-only checkout, a full disk
+        print(f"{path}: cannot write the lock file: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     changed = previous != fresh
     hosts = {h for net in fresh["networks"].values() for h in net["hosts"]}
     if args.check:

@@ -207,7 +207,8 @@ def load_plan_file(path: str | Path) -> PlanDocument:
     """Read and parse a plan file; an unreadable file is a finding too."""
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:  # no more than the limit: /dev/zero never ends
+            raw = handle.read(MAX_PLAN_BYTES + 1)
     except FileNotFoundError:
         return _fail(name, "file-not-found", "no such file")
     except IsADirectoryError:
