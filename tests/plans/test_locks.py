@@ -205,3 +205,17 @@ def test_pin_on_a_free_address_moves_only_that_host(capsys, plan):
     for net in ("compute", "storage"):
         assert after["networks"][net]["hosts"] == lock["networks"][net]["hosts"]
     assert findings(capsys, plan) == (0, [])
+
+
+def test_lock_that_cannot_be_written_is_a_message_not_a_traceback(capsys, plan, monkeypatch):
+    import cluster_plan.api
+
+    def refuse(path, lock):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    lock_of(plan).unlink()
+    monkeypatch.setattr(cluster_plan.api, "write_lock", refuse)
+    code, _, err = run(capsys, "lock", str(plan))
+    assert code == 2
+    assert "Permission denied" in err
+    assert str(lock_of(plan)) in err

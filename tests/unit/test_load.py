@@ -154,3 +154,10 @@ def test_too_large(monkeypatch):
 
     monkeypatch.setattr(load, "MAX_PLAN_BYTES", 100)
     assert codes(load.parse_plan_text(b"a: 1\n" * 50, "p.yml")) == ["plan-too-large"]
+
+
+def test_an_endless_file_is_refused_without_reading_it_all():
+    started = time.monotonic()
+    doc = load_plan_file("/dev/zero")
+    assert codes(doc) == ["plan-too-large"]
+    assert time.monotonic() - started < 10
