@@ -55,6 +55,15 @@ def _heatmap(
     return "".join(out)
 
 
+def _short(value: float) -> str:
+    """At most four characters, so the figure fits its cell."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
 def _bandwidth_cells(
     rows: Sequence[Mapping[str, Any]], network: str
 ) -> dict[tuple[str, str], tuple[str, str]]:
@@ -66,7 +75,7 @@ def _bandwidth_cells(
             cell = (ERRORED, "err")
         else:
             colour = BAD if row["status"] == "fail" else WARN if row["outlier"] else GOOD
-            cell = (colour, f"{row['gbps']:.3g}")
+            cell = (colour, _short(row["gbps"]))
         cells[(row["client"], row["server"])] = cell
         cells[(row["server"], row["client"])] = cell
     return cells
@@ -84,7 +93,7 @@ def _latency_cells(
             continue
         bad = row["latency_status"] == "fail" or row["loss_status"] == "fail"
         median = row["rtt_median_ms"]
-        text = "lost" if median is None else f"{median:.3g}"
+        text = "lost" if median is None else _short(median)
         cells[(row["source"], row["target"])] = (BAD if bad else GOOD, text)
     return cells
 
@@ -175,7 +184,8 @@ def render_html(report: Mapping[str, Any]) -> str:
             legend,
             "<h3>Bandwidth, Gb/s (plan units)</h3>",
             _heatmap(nodes, _bandwidth_cells(report["bandwidth"], name), f"bandwidth {name}"),
-            "<h3>Median round trip, ms (row pings column)</h3>",
+            "<h3>Median round trip, ms (row pings column; red: over the latency limit or "
+            "losing more probes than the plan allows)</h3>",
             _heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
         ]
     body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
