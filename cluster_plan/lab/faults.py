@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.lab import fabric, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
 from cluster_plan.lab.names import LabError, LabNames
-from cluster_plan.lab.proc import netns_exec, run, spawn
+from cluster_plan.lab.proc import ProcRef, netns_exec, run, spawn
 from cluster_plan.lab.topology import Port, wiring
 
 NFT_TABLE = "cluster_plan_lab_faults"
@@ -125,10 +126,25 @@ def apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
             ["ip", "netns", "exec", fab, "env", f"PYTHONPATH={PACKAGE_ROOT}", sys.executable,
              "-m", "cluster_plan.lab.delay",
              str(queue), f"{fault.delay_ms:g}"], names.run_dir / "logs" / f"delay-{host}.log")
+        _wait_bound(fab, queue, st.delays[host])
     st.faults[host] = {"rate_mbit": fault.rate_mbit, "loss_pct": fault.loss_pct,
                        "delay_ms": fault.delay_ms, "down": fault.down,
                        "ports": [p.switch_port for p in ports]}
     state.save(names.state_file, st)
+
+
+def _wait_bound(fab: str, queue: int, stage: ProcRef, within_s: float = 15) -> None:
+    """Until the stage holds its queue, --queue-bypass lets packets through undelayed."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        table = run(netns_exec(fab, ["cat", "/proc/net/netfilter/nfnetlink_queue"]),
+                    check=False).stdout
+        if any(line.split()[:1] == [str(queue)] for line in table.splitlines()):
+            return
+        if not stage.alive():
+            break
+        time.sleep(0.05)
+    raise LabError(f"the delay stage for queue {queue} did not start (see its log)")
 
 
 def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:

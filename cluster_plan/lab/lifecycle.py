@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.lab import fabric, guard, hardware, hostlimits, node, rootfs, state
+from cluster_plan.lab import fabric, guard, hardware, hostlimits, node, rootfs, sitesvc, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import admin_addresses, wiring
@@ -66,7 +67,7 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     net_name, addresses, prefixlen = admin_addresses(expanded)
     core_bridge = next(b for b in wires.bridges if b.network == net_name)
     fabric.wire_admin(names, core_bridge.name, addresses, prefixlen, core_bridge.mtu)
-    _start_services(names, expanded, st, addresses[0])
+    _start_services(names, expanded, st, addresses)
     dns = list(expanded["networks"][net_name].get("dns") or [])
     for host, spec in expanded["hosts"].items():
         if host in st.nodes and st.nodes[host].alive():
@@ -90,7 +91,9 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
 
 
 def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabState,
-                    address: str) -> None:
+                    addresses: list[str]) -> None:
+    """The apt proxy (root namespace, unix socket only), its relay and DNS/NTP (admin)."""
+    address = addresses[0]
     from urllib.parse import urlparse
 
     python = sys.executable
@@ -109,6 +112,12 @@ def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabStat
             ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
              "-m", "cluster_plan.lab.proxy", "relay", address, str(port),
              str(names.proxy_socket)], logs / "apt-relay.log")
+    if not (st.services.get("site-dns-ntp") and st.services["site-dns-ntp"].alive()):
+        zone = names.run_dir / "zone.json"
+        zone.write_text(json.dumps(sitesvc.zone_of(expanded)))
+        st.services["site-dns-ntp"] = spawn(
+            ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
+             "-m", "cluster_plan.lab.sitesvc", str(zone), *addresses], logs / "site.log")
     state.save(names.state_file, st)
 
 

@@ -207,3 +207,17 @@ def test_restart_keeps_the_node_disk(lab: Lab) -> None:
     assert not old.alive() and lab.init(DST) != old
     assert lab.in_node(DST, ["cat", "/root/marker"]).stdout.strip() == "kept"
     assert status.collect(lab.names, lab.expanded)["up"]
+
+
+def test_site_dns_and_ntp_answer_on_the_planned_address(lab: Lab) -> None:
+    probe = (
+        "import socket, struct, time\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n"
+        "q = struct.pack('!HHHHHH', 7, 0x100, 1, 0, 0, 0)"
+        " + b'\\x05gpu02\\x03lab\\x08internal\\x00' + struct.pack('!HH', 1, 1)\n"
+        "s.sendto(q, ('10.40.0.2', 53)); r = s.recv(512)\n"
+        "print('.'.join(str(b) for b in r[-4:]))\n"
+        "s.sendto(bytes([0x23]) + bytes(47), ('10.40.0.2', 123)); r = s.recv(512)\n"
+        "print(abs(struct.unpack('!I', r[40:44])[0] - 2208988800 - time.time()) < 5)\n")
+    result = lab.in_node("cpu01", ["python3", "-c", probe], timeout=30)
+    assert result.stdout.split() == [lab.expanded["hosts"]["gpu02"]["address"], "True"]

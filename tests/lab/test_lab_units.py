@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from cluster_plan.api import load_expanded
-from cluster_plan.lab import connection_vars, delay, faults, hardware, node, rootfs, topology
+from cluster_plan.lab import (
+    connection_vars,
+    delay,
+    faults,
+    hardware,
+    node,
+    rootfs,
+    sitesvc,
+    topology,
+)
 from cluster_plan.lab.command import load_plan
 from cluster_plan.lab.names import LabError, LabNames, ifname
 from cluster_plan.lab.proxy import ArchiveProxy, UnixProxyServer
@@ -222,3 +231,35 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     for args in (("fault", str(PLAN), "gpu01"), ("fault", str(PLAN), "gpu01", "--rate", "x")):
         result = cli(*args)
         assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+
+
+def _dns_query(name: str, qtype: int = 1) -> bytes:
+    labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + labels + struct.pack(
+        "!HH", qtype, 1)
+
+
+def test_site_dns_answers_plan_hosts_only(expanded: dict[str, Any]) -> None:
+    spec = sitesvc.zone_of(expanded)
+    reply = sitesvc.dns_reply(_dns_query("gpu01.lab.internal"), spec["zone"], spec["domain"])
+    assert reply is not None
+    ident, flags, _qd, answers = struct.unpack_from("!HHHH", reply)
+    assert (ident, flags & 0xF, answers) == (0x1234, 0, 1)
+    assert reply[-4:] == bytes([10, 40, 0, 11])
+    short = sitesvc.dns_reply(_dns_query("head01"), spec["zone"], spec["domain"])
+    assert short is not None and short[-4:] == bytes([10, 40, 0, 10])
+    missing = sitesvc.dns_reply(_dns_query("nope.lab.internal"), spec["zone"], spec["domain"])
+    assert missing is not None and struct.unpack_from("!H", missing, 2)[0] & 0xF == 3
+    outside = sitesvc.dns_reply(_dns_query("deb.debian.org"), spec["zone"], spec["domain"])
+    assert outside is not None and struct.unpack_from("!H", outside, 2)[0] & 0xF == 5
+
+
+def test_site_ntp_answers_clients_with_this_clock() -> None:
+    request = bytes([0x23]) + bytes(39) + b"ORIGINTS"  # v4, client mode
+    reply = sitesvc.ntp_reply(request, time.time())
+    assert reply is not None and len(reply) == 48
+    assert reply[0] & 0x07 == 4 and reply[1] == 1
+    assert reply[24:32] == b"ORIGINTS"  # our transmit time echoed as their origin
+    seconds = struct.unpack_from("!I", reply, 40)[0] - sitesvc.NTP_EPOCH_OFFSET
+    assert abs(seconds - time.time()) < 5
+    assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), time.time()) is None  # not a client
