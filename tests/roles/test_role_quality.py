@@ -56,3 +56,13 @@ def test_ansible_lint_production_profile():
     result = run(str(BIN / "ansible-lint"), "--profile", "production", "--offline", "--nocolor",
                  *(f"roles/{r}" for r in ROLES), *PLAYBOOKS, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_spec_defaults_are_the_role_defaults(role):
+    """Ansible templates the specs when it validates them: they must hold the same (safe)
+    expressions as defaults/main.yml, and the README shows them."""
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text())
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta/argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert {k: o.get("default") for k, o in options.items()} == defaults
