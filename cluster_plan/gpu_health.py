@@ -184,8 +184,9 @@ def judge_node(
 ) -> dict[str, Any]:
     """The node's GPU report. ``accelerators`` is ``plan_host.accelerators`` (or None).
 
-    ``absent_gpus="skip"`` skips a planned GPU node that has neither NVML nor an NVIDIA PCI
-    device (the lab's nodes); a real cluster keeps the default and fails it.
+    ``absent_gpus="skip"`` skips a node where NVML is not available (the lab's nodes: no GPU,
+    or the host's GPUs seen through a shared sysfs); a real cluster keeps the default and
+    fails a planned GPU node without NVML.
     """
     limits = thresholds_from_plan(acceptance_gpu)
     findings: list[dict[str, Any]] = []
@@ -207,12 +208,13 @@ def judge_node(
         findings.append(_finding(None, "plan", "pass", None, None, why))
         return {**report, "verdict": "skipped"}
 
-    if planned_nvidia and absent_gpus == "skip" and not facts.get("available") and not pci_gpus:
+    if absent_gpus == "skip" and not facts.get("available"):
+        planned_text = f"the plan says {planned}x {model}" if planned_nvidia else "no GPU planned"
         findings.append(_finding(
-            None, "plan", "pass", 0, planned,
-            f"the plan says {planned}x {model}, but this host has no NVIDIA PCI device "
-            f"({facts.get('error') or 'NVML not available'}): skipped, as asked for hosts "
-            "without GPUs (the lab)"))
+            None, "plan", "pass", len(pci_gpus), planned,
+            f"{planned_text}; {len(pci_gpus)} NVIDIA PCI device(s) and "
+            f"{facts.get('error') or 'NVML not available'}: skipped, as asked for hosts "
+            "whose GPUs cannot be reached (the lab)"))
         return {**report, "verdict": "skipped"}
 
     if not facts.get("available"):

@@ -150,14 +150,23 @@ def test_module_runs_through_ansible_without_nvml(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-def test_absent_gpus_skip_is_for_hosts_with_nothing_on_the_bus() -> None:
+def test_absent_gpus_skip_is_only_for_nodes_without_nvml() -> None:
     facts = {**nvml_facts.query_nvml(None), "xid": {}, "pci_devices": []}
     plan = {"model": "H100-PCIE-80GB", "count": 2}
     skipped = judge_node("gpu01", facts, plan, None, absent_gpus="skip")
     assert skipped["verdict"] == "skipped"
-    assert "the plan says 2x H100-PCIE-80GB" in skipped["findings"][0]["message"]
+    assert "the plan says 2x H100-PCIE-80GB; 0 NVIDIA PCI device(s)" in (
+        skipped["findings"][0]["message"])
+    assert judge_node("gpu01", facts, plan, None)["verdict"] == "fail"
+    # A lab node on a GPU machine sees the host's GPUs in sysfs, without NVML: skipped too.
     on_bus = {**facts, "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}]}
-    assert judge_node("gpu01", on_bus, plan, None, absent_gpus="skip")["verdict"] == "fail"
+    assert judge_node("head01", on_bus, None, None, absent_gpus="skip")["verdict"] == "skipped"
+    # With NVML answering, skip changes nothing: the GPUs are judged.
+    fixture = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
+    answering = {**nvml_facts.query_nvml(ReplayNvml(fixture["recording"])), "xid": {},
+                 "pci_devices": fixture["pci_devices"]}
+    assert judge_node("gpu01", answering, fixture["accelerators"], None,
+                      absent_gpus="skip")["verdict"] == "fail"
 
 
 def test_recorder_round_trips_through_replay(tmp_path: Path) -> None:
