@@ -462,15 +462,18 @@ def check_ceph(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     mons = [n for n in nodes if "ceph_mon" in n.roles]
     if not ceph and not osds and not mons:
         return
+    # point at storage.ceph, or, in a plan without one, at the roles that make up Ceph
+    where: tuple[Any, ...] = ("storage", "ceph") if ceph else (
+        "node_groups", (mons or osds)[0].group, "roles")
     if not mons:
         yield Finding("ceph-monitors", "Ceph needs monitors; no node has the role ceph_mon",
-                      ("storage", "ceph"))
+                      where)
     elif len(mons) % 2 == 0:
         yield Finding("ceph-monitors", f"{len(mons)} Ceph monitors: use an odd number so a "
-                      "quorum survives a split", ("storage", "ceph"))
+                      "quorum survives a split", where)
     elif len(mons) == 1 and osds:
         yield Finding("ceph-monitors", "one Ceph monitor is a single point of failure",
-                      ("storage", "ceph"), severity="warning")
+                      where, severity="warning")
     domain = (ceph or {}).get("failure_domain", "host")
     row_of = {r: spec.get("row", r) for r, spec in (plan.get("racks") or {}).items()}
     key: Callable[[Node], Any] = {
