@@ -19,11 +19,13 @@ DOCUMENTATION = r"""
 module: nvml_facts
 short_description: NVIDIA GPU facts from NVML, PCI sysfs and the kernel log
 description:
-  - Reads every NVIDIA GPU through NVML (the C{nvidia-ml-py} binding): name, UUID, serial,
+  - >-
+    Reads every NVIDIA GPU through NVML (the nvidia-ml-py binding) - name, UUID, serial,
     memory, driver and CUDA versions, PCIe generation and width (current and max),
     temperature and its thresholds, power, ECC mode and error counters, retired pages or
     remapped rows, NVLink state and clock-event (throttle) reasons.
-  - Lists NVIDIA PCI devices from C(/sys/bus/pci/devices/*/vendor) (no lspci, no driver
+  - >-
+    Lists NVIDIA PCI devices from C(/sys/bus/pci/devices/*/vendor) (no lspci, no driver
     needed) and the loaded kernel module from C(/proc/driver/nvidia/version).
   - Collects XID errors from the kernel log (journalctl) since a given time.
   - Never fails for a missing library, driver or GPU; C(available=false) and C(error) say why.
@@ -31,7 +33,8 @@ version_added: "0.1.0"
 options:
   xid_since:
     description:
-      - Collect XID errors logged since this time (any C(journalctl --since) value, e.g.
+      - >-
+        Collect XID errors logged since this time (any C(journalctl --since) value, e.g.
         C(-24h) or C(2026-11-30 08:00:00)). Empty means since the current boot.
     type: str
     default: ""
@@ -63,16 +66,40 @@ nvml:
   returned: always
   type: dict
   contains:
-    available: {description: NVML could be initialised, type: bool}
-    error: {description: Why NVML is not available, type: str}
-    driver_version: {description: Driver version NVML reports, type: str}
-    cuda_version: {description: Highest CUDA version the driver supports, type: str}
-    gpus: {description: One dict per GPU, type: list, elements: dict}
-    pci_devices: {description: NVIDIA PCI functions found in sysfs, type: list, elements: dict}
-    loaded_module: {description: Version and flavour of the loaded nvidia module, type: dict}
-    xid: {description: XID events from the kernel log, type: dict}
+    available:
+      description: NVML could be initialised.
+      type: bool
+    error:
+      description: Why NVML is not available (null when it is).
+      type: str
+    driver_version:
+      description: Driver version NVML reports.
+      type: str
+    cuda_version:
+      description: Highest CUDA version the driver supports.
+      type: str
+    gpus:
+      description: One dict per GPU (see docs/gpu.md).
+      type: list
+      elements: dict
+    pci_devices:
+      description: NVIDIA PCI functions found in sysfs, with kind gpu, nvswitch or other.
+      type: list
+      elements: dict
+    loaded_module:
+      description: Version and flavour (open or proprietary) of the loaded nvidia module.
+      type: dict
+    xid:
+      description: XID events from the kernel log, and the error when it could not be read.
+      type: dict
 """
 
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "xid_since": {"type": "str", "default": ""},
+    "collect_xid": {"type": "bool", "default": True},
+    "sysfs_root": {"type": "path", "default": "/sys"},
+    "procfs_root": {"type": "path", "default": "/proc"},
+}
 NVIDIA_PCI_VENDOR = "0x10de"
 _XID_LINE = re.compile(
     r"^(?:(?P<time>\S+)\s+\S+\s+kernel:\s+)?.*NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\):\s*"
@@ -295,15 +322,7 @@ def main() -> None:
     # Imported here so the readers above work without Ansible (tests/gpu/device_check.sh).
     from ansible.module_utils.basic import AnsibleModule
 
-    module = AnsibleModule(
-        argument_spec={
-            "xid_since": {"type": "str", "default": ""},
-            "collect_xid": {"type": "bool", "default": True},
-            "sysfs_root": {"type": "path", "default": "/sys"},
-            "procfs_root": {"type": "path", "default": "/proc"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         if module.get_bin_path(argv[0]) is None:

@@ -180,3 +180,12 @@ def test_recorder_round_trips_through_replay(tmp_path: Path) -> None:
     assert replayed == recorded
     assert recorded["gpus"][2]["nvlinks"][7] == {"link": 7, "active": False}
     assert len(recorded["gpus"]) == 8
+
+
+def test_documentation_matches_the_argument_spec() -> None:
+    import yaml
+
+    documented = yaml.safe_load(nvml_facts.DOCUMENTATION)["options"]
+    assert {k: (v["type"], v["default"]) for k, v in documented.items()} == {
+        k: (v["type"], v["default"]) for k, v in nvml_facts.ARGUMENT_SPEC.items()}
+    yaml.safe_load(nvml_facts.RETURN)
