@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nvml_replay import ReplayNvml, load_nvml_facts
 
 from cluster_plan.gpu_health import failures, judge_node
@@ -143,3 +146,29 @@ def test_every_report_matches_the_proposed_schema() -> None:
         assert errors == [], (report["node"], errors)
     broken = {**reports[0], "verdict": "maybe"}
     assert list(validator.iter_errors(broken))
+
+
+HEALTHY = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
+
+
+@given(temps=st.lists(st.integers(min_value=20, max_value=100), min_size=8, max_size=8),
+       max_temp=st.integers(min_value=60, max_value=95),
+       widths=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=8, max_size=8))
+@settings(max_examples=40, deadline=None)
+def test_failing_gpus_are_exactly_those_past_a_limit(temps: list[int], max_temp: int,
+                                                     widths: list[int]) -> None:
+    recording = copy.deepcopy(HEALTHY["recording"])
+    for gpu, (temp, width) in enumerate(zip(temps, widths, strict=True)):
+        recording["devices"][gpu]["nvmlDeviceGetTemperature"] = {"0": temp}
+        recording["devices"][gpu]["nvmlDeviceGetCurrPcieLinkWidth"] = {"": width}
+    fixture = {**HEALTHY, "recording": recording}
+    report = judge_node("gpu01", facts_for(fixture), HEALTHY["accelerators"],
+                        {"max_temp_c": max_temp})
+    limit = min(max_temp, 89 - 1)  # the recorded slowdown threshold is 89 C
+    hot = [g for g, t in enumerate(temps) if t > limit]
+    narrow = [g for g, w in enumerate(widths) if w < 16]
+    assert [f["gpu"] for f in report["findings"]
+            if f["check"] == "temperature" and f["status"] == "fail"] == hot
+    assert [f["gpu"] for f in report["findings"]
+            if f["check"] == "pcie_width" and f["status"] == "fail"] == narrow
+    assert report["verdict"] == ("fail" if hot or narrow else "pass")
