@@ -1,4 +1,4 @@
-"""Replay recorded NVML answers through the nvml_facts boundary, then judge them."""
+"""Replay NVML answers (recording format) through the nvml_facts boundary, then judge them."""
 
 from __future__ import annotations
 
