@@ -491,8 +491,9 @@ def check_ceph(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             yield Finding("ceph-min-size", "min_size is larger than size", (*path, "min_size"))
     if osds:
         profiles = {n.hardware for n in osds}
-        for profile in sorted(profiles):
-            disks = plan["hardware"].get(profile, {}).get("disks", [])
+        # an unknown profile is reported as such; it has no disks to look at
+        for profile in sorted(p for p in profiles if isinstance(p, str) and p in plan["hardware"]):
+            disks = plan["hardware"][profile].get("disks", [])
             if not any(d.get("use") == "osd" for d in disks):
                 yield Finding("ceph-no-osd-disk", f"hardware {profile} of OSD nodes has no disk "
                               "with use: osd", ("hardware", profile, "disks"))

@@ -21,10 +21,10 @@ def format_path(path: Sequence[PathPart]) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _IDENTIFIER.match(part):
+        elif isinstance(part, str) and _IDENTIFIER.match(part):
             out += f".{part}"
-        else:
-            out += "[" + json.dumps(part).replace('"', "'") + "]"
+        else:  # any other key, even one a broken plan smuggles in (None from `hardware:`)
+            out += "[" + json.dumps(str(part)).replace('"', "'") + "]"
     return out
 
 
