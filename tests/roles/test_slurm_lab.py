@@ -136,7 +136,7 @@ def job_env(lab: Lab, options: str, command: str = "true") -> dict[str, str]:
 
 def squeue(lab: Lab, job: str) -> dict[str, str]:
     out = lab.sh(lab.group("slurm_controller")[0], f"squeue -h -j {job} -o '%T|%N|%P'")
-    state, nodes, partition = (out.strip().split("|") + ["", "", ""])[:3]
+    state, nodes, partition = ([*out.strip().split("|"), "", "", ""])[:3]
     return {"state": state, "nodes": nodes, "partition": partition}
 
 
@@ -194,7 +194,7 @@ def test_munge_key_is_shared_private_and_never_printed(slurm: Lab):
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
     key = base64.b64decode(key_b64)
     assert len(key) >= 32
-    for host in slurm.group("slurm_compute") + [controller]:
+    for host in [*slurm.group("slurm_compute"), controller]:
         stat = slurm.sh(host, "stat -c '%a %U' /etc/munge/munge.key && "
                               "sha256sum < /etc/munge/munge.key").split()
         assert stat[:2] == ["400", "munge"], host
