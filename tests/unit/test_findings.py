@@ -17,6 +17,8 @@ from cluster_plan.findings import Finding, PlanError, errors, format_path, sort_
     (("a b",), "$['a b']"),
     (("1st",), "$['1st']"),
     (("_x",), "$._x"),
+    (("hardware", None, "disks"), "$.hardware['None'].disks"),  # a broken plan's null key
+    (("a", 1.5), "$.a['1.5']"),
 ])
 def test_format_path(path, text):
     assert format_path(path) == text
