@@ -161,3 +161,30 @@ def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -
                  "Decide whether a reboot is needed"):
         assert f"TASK [nvidia_driver : {task}]" in out
     assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
+
+
+def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           "ANSIBLE_HOME": str(REPO / ".ansible")}
+    return subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+GPU_PATHS = ["roles/nvidia_driver", "roles/gpu_health", "playbooks/gpu.yml"]
+
+
+def test_gpu_roles_pass_ansible_lint_production() -> None:
+    result = run_tool("ansible-lint", "--profile", "production", "--offline", "--nocolor",
+                      *GPU_PATHS)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+
+def test_gpu_roles_pass_yamllint_strict() -> None:
+    result = run_tool("yamllint", "-s", *GPU_PATHS)
+    assert result.returncode == 0, result.stdout
+
+
+def test_nvml_facts_documentation_parses_for_ansible_doc() -> None:
+    result = run_tool("ansible-doc", "-M", "plugins/modules", "nvml_facts")
+    assert result.returncode == 0, result.stderr
+    assert "Reads every NVIDIA GPU through NVML" in result.stdout
