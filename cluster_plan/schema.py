@@ -42,6 +42,24 @@ def _leaf_errors(error: ValidationError) -> list[ValidationError]:
     return [error]
 
 
+def _unknown_key(key: str, known: list[str],
+                 path: JsonPath) -> tuple[str, str, str | None, JsonPath, bool]:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = (f"did you mean {close[0]!r}?" if close
+            else "allowed keys: " + ", ".join(known) if known else None)
+    return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
+
+
+def _describe_all(error: ValidationError) -> list[tuple[str, str, str | None, JsonPath, bool]]:
+    """As _describe, with one finding per unknown key: one typo must not hide the next."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = _subschema_properties(error)
+        extra = [str(k) for k in error.instance if k not in known]
+        if len(extra) > 1:
+            return [_unknown_key(key, known, tuple(error.absolute_path)) for key in extra]
+    return [_describe(error)]
+
+
 def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, bool]:
     """code, message, hint, path, and whether the finding points at a key."""
     path: JsonPath = tuple(error.absolute_path)
@@ -53,11 +71,7 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = _subschema_properties(error)
         extra = [k for k in error.instance if k not in known]
-        key = str(extra[0]) if extra else "?"
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = (f"did you mean {close[0]!r}?" if close
-                else "allowed keys: " + ", ".join(known) if known else None)
-        return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
+        return _unknown_key(str(extra[0]) if extra else "?", known, path)
     if kind == "required":
         missing = str(error.message).split("'")[1] if "'" in error.message else error.message
         return "missing-key", f"required key {missing!r} is missing", None, path, False
@@ -94,8 +108,8 @@ def schema_findings(doc: PlanDocument) -> list[Finding]:
     findings = []
     for top in _validator().iter_errors(doc.data):
         for error in _leaf_errors(top):
-            code, message, hint, path, at_key = _describe(error)
-            finding = Finding(f"schema-{code}" if code == "schema" else code, message, path,
-                              hint=hint)
-            findings.append(doc.place(finding, key=at_key))
+            for code, message, hint, path, at_key in _describe_all(error):
+                finding = Finding(f"schema-{code}" if code == "schema" else code, message, path,
+                                  hint=hint)
+                findings.append(doc.place(finding, key=at_key))
     return findings
