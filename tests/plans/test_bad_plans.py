@@ -189,3 +189,30 @@ def test_bad_plan_through_the_installed_command(name):
     assert "Traceback" not in proc.stderr
     assert f"[{MANIFEST[name][0]['code']}]" in proc.stderr
     assert proc.stdout == ""
+
+
+LOAD_CODES = {"yaml-syntax", "empty-plan", "not-a-mapping", "multiple-documents",
+              "duplicate-key", "yaml-value", "not-text"}
+# ("format" is left out: the reservation start time check is the core's, not the schema's)
+SCHEMA_CODES = {"type", "enum", "unknown-key", "missing-key", "range", "name", "empty",
+                "duplicate-item", "value"}
+# check-jsonschema reads an unquoted timestamp as a string; the core reads it as YAML 1.1 does,
+# as a date, and asks for quotes
+CORE_STRICTER = {"reservation-start-unquoted.yml"}
+
+
+def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
+    """A plan CI lints with check-jsonschema fails there exactly when the core reports a
+    schema finding: the schema file and the core's copy of it are the same rules."""
+    names = sorted(n for n in MANIFEST if not {e["code"] for e in MANIFEST[n]} & LOAD_CODES)
+    files = [str(HERE / "base.yml"), *(str(BAD / n) for n in names)]
+    exe = ROOT / ".venv" / "bin" / "check-jsonschema"
+    proc = subprocess.run([str(exe) if exe.exists() else "check-jsonschema", "--schemafile",
+                           str(ROOT / "schemas" / "cluster-plan.schema.json"), "-o", "JSON",
+                           *files], capture_output=True, text=True, timeout=60)
+    report = json.loads(proc.stdout)
+    assert report["parse_errors"] == []
+    failed = {Path(e["filename"]).name for e in report["errors"]}
+    expected = {n for n in names if {e["code"] for e in MANIFEST[n]} & SCHEMA_CODES}
+    expected -= CORE_STRICTER
+    assert failed == expected
