@@ -7,7 +7,7 @@
    the uplinks allow (pure computation, runs anywhere).
 
 Environment: BENCH_ACCEPTANCE_DURATION (seconds per iperf3 test, default 2),
-BENCH_ACCEPTANCE_SIZES (default 64,256,1024), CLUSTER_PLAN_LAB_ID (default bench-acceptance).
+BENCH_ACCEPTANCE_SIZES (default 64,256,1024), CLUSTER_PLAN_LAB_ID (default bench).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def bandwidth_phase(spec: AcceptanceSpec, executor: PrefixExecutor, sequential: 
         "errors": sum(row["status"] == "error" for row in report["bandwidth"]),
         "median_gbps": statistics.median(gbps) if gbps else float("nan"),
         "min_gbps": min(gbps) if gbps else float("nan"),
+        "first_error": next((row["error"] for row in report["bandwidth"] if row["error"]), None),
     }
 
 
@@ -55,7 +56,7 @@ def lab_bench() -> None:
     if missing:
         print(f"skipped: missing host tools {', '.join(missing)}")
         return
-    os.environ.setdefault("CLUSTER_PLAN_LAB_ID", "bench-acceptance")
+    os.environ.setdefault("CLUSTER_PLAN_LAB_ID", "bench")
     from cluster_plan.acceptance.command import lab_prefixes
     from cluster_plan.api import load_expanded
     from cluster_plan.lab import lifecycle
@@ -98,7 +99,10 @@ def synthetic_fabric(n: int, per_rack: int = 32) -> tuple[list[Node], Fabric]:
 
 
 def schedule_bench() -> None:
-    print("== schedule size for synthetic fabrics (32 x 200G per rack, 3200G leaf uplinks)")
+    print(
+        "== schedule size for synthetic fabrics (32 x 200G per rack, 3200G leaf uplinks, "
+        "16 racks per spine, 2 x 6400G spine uplinks)"
+    )
     print(f"{'nodes':>6} {'rounds':>7} {'N-1':>6} {'uplink bound':>13} {'rounds/bound':>13} "
           f"{'seconds':>8}")  # fmt: skip
     for n in SIZES:
@@ -106,10 +110,14 @@ def schedule_bench() -> None:
         start = time.perf_counter()
         rounds = schedule_rounds(nodes, fabric)
         seconds = time.perf_counter() - start
-        # every cross-rack pair of a rack crosses its leaf uplink; a round carries at most
-        # capacity / link of them
-        per_rack = 32 if n >= 32 else n
-        bound = max(n - 1, -(-per_rack * (n - per_rack) // int(3200 / 200)))
+        # every pair leaving a rack (a spine) crosses its leaf (spine) uplinks; a round
+        # carries at most capacity / link of them
+        per_rack, per_spine = min(n, 32), min(n, 32 * 16)
+        bound = max(
+            n - 1,
+            -(-per_rack * (n - per_rack) // int(3200 / 200)),
+            -(-per_spine * (n - per_spine) // int(12800 / 200)),
+        )
         print(f"{n:6d} {len(rounds):7d} {n - 1:6d} {bound:13d} {len(rounds) / bound:13.2f} "
               f"{seconds:8.2f}")  # fmt: skip
 

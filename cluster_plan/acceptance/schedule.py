@@ -101,7 +101,7 @@ class _Round:
             self.users[switch] += 1
 
 
-def schedule_rounds(nodes: Sequence[Node], fabric: Fabric) -> list[list[Pair]]:
+def schedule_rounds(nodes: Sequence[Node], fabric: Fabric, window: int = 16) -> list[list[Pair]]:
     by_name = {node.name: node for node in nodes}
 
     def route(pair: Pair) -> tuple[list[str], float]:
@@ -120,25 +120,19 @@ def schedule_rounds(nodes: Sequence[Node], fabric: Fabric) -> list[list[Pair]]:
             else:
                 leftover.append(pair)
         rounds.append(current)
-    # First fit of the leftovers into extra rounds. `full[s]`: rounds before it cannot take
-    # more on uplink s, so the search for a pair starts past every uplink it crosses.
+    # First fit of the leftovers into extra rounds, among the last `window` of them: older
+    # rounds are nearly full, and scanning all of them makes large plans quadratic.
     extra: list[_Round] = []
-    full: dict[str, int] = defaultdict(int)
     for pair in leftover:
         uplinks, demand = route(pair)
-        index = max((full[s] for s in uplinks), default=0)
-        while True:
-            if index == len(extra):
-                extra.append(_Round(fabric))
-            candidate = extra[index]
+        for candidate in extra[-window:]:
             if pair[0] in candidate.busy or pair[1] in candidate.busy:
-                index += 1
                 continue
-            blocked = candidate.blocking(uplinks, demand)
-            if blocked is None:
+            if candidate.blocking(uplinks, demand) is None:
                 candidate.add(pair, uplinks, demand)
                 break
-            if full[blocked] == index:
-                full[blocked] = index + 1
-            index += 1
+        else:
+            fresh = _Round(fabric)
+            fresh.add(pair, uplinks, demand)
+            extra.append(fresh)
     return [r.pairs for r in rounds + extra if r.pairs]
