@@ -58,7 +58,8 @@ test: deps
 	exit $$rc
 
 lint: deps
-	$(BIN)/ruff check cluster_plan plugins tests benchmarks
+	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks
+	$(PY) -m cluster_plan.role_docs --check roles/*
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production

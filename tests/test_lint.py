@@ -20,7 +20,7 @@ def run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("tool", [
-    ("ruff", "check", "cluster_plan", "plugins", "tests", "benchmarks"),
+    ("ruff", "check", "cluster_plan", "plugins", "roles", "tests", "benchmarks"),
     ("mypy",),
     ("yamllint", "-s", "."),
 ])
