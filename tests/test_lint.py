@@ -72,3 +72,13 @@ def test_schema_is_a_valid_2020_12_schema_with_descriptions() -> None:
 
     walk(schema, "#")
     assert not missing, missing
+
+
+def test_every_role_has_argument_specs_and_a_current_readme() -> None:
+    roles = sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir())
+    assert roles
+    for role in roles:
+        assert (role / "meta" / "argument_specs.yml").is_file(), role.name
+    result = run(sys.executable, "-m", "cluster_plan.role_docs", "--check",
+                 *(str(r.relative_to(ROOT)) for r in roles))
+    assert result.returncode == 0, result.stdout + result.stderr
