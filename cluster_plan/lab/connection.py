@@ -33,8 +33,12 @@ def connection_vars(expanded: dict[str, Any], plan_path: str) -> dict[str, str]:
     """
     del plan_path
     names = for_plan(expanded)
+    # Labs of one plan share addresses: without a per-lab ControlPath, ansible.cfg's
+    # ControlPersist would reuse a master connection to another lab's node of that address.
+    control = ["-o", f"ControlPath={names.control_dir}/%C"]
     return {
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(names.ssh_key),
-        "ansible_ssh_common_args": " ".join(shlex.quote(o) for o in ssh_options(expanded)),
+        "ansible_ssh_common_args": " ".join(
+            shlex.quote(o) for o in [*ssh_options(expanded), *control]),
     }

@@ -59,6 +59,7 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     print(f"lab {names.lab}: base image {base.name} ready "
           f"({time.monotonic() - started:.0f}s)", file=log)
     pubkey = ensure_ssh_key(names)
+    names.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     for key in hostlimits.raise_limits():
         print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)
     guard.add(expanded)

@@ -66,6 +66,11 @@ class LabNames:
         return self.run_dir / "state.json"
 
     @property
+    def control_dir(self) -> Path:
+        """SSH ControlMaster sockets (short path: unix sockets allow 107 bytes)."""
+        return self.run_dir / "c"
+
+    @property
     def var_dir(self) -> Path:
         return VAR_ROOT / self.lab
 

@@ -161,6 +161,10 @@ def test_connection_vars_go_through_the_admin_namespace(expanded: dict[str, Any]
     args = found["ansible_ssh_common_args"]
     assert "cluster_plan.lab.proxycommand cpl-lab-admin %h %p" in args
     assert "UserKnownHostsFile=/dev/null" in args and "StrictHostKeyChecking=no" in args
+    assert "ControlPath=/run/cluster-plan/lab/lab/c/%C" in args
+    monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", "other")
+    other = connection_vars(expanded, str(PLAN))["ansible_ssh_common_args"]
+    assert "cpl-other-admin" in other and "/lab/other/c/%C" in other  # labs never share
 
 
 def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
