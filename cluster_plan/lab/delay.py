@@ -5,7 +5,9 @@ This kernel has no netem, so `lab fault --delay` queues the node's bridged IPv4 
 undelayed whenever this process is not running) and this process gives each packet its
 accept verdict `delay` later. It speaks nfnetlink_queue directly over a netlink socket.
 
-python -m cluster_plan.lab.delay QUEUE_NUM DELAY_MS [MAX_SECONDS]
+python -m cluster_plan.lab.delay QUEUE_NUM DELAY_MS NETNS [MAX_SECONDS]
+
+NETNS is the (fabric) namespace it runs in: the stage ends when that namespace is gone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import struct
 import sys
 import time
 from types import FrameType
+
+from cluster_plan.lab.watchdog import netns_alive
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_QUEUE = 3
@@ -92,7 +96,7 @@ def verdict(sock: socket.socket, queue: int, packet_id: int) -> None:
     sock.send(_message(NFQNL_MSG_VERDICT, queue, attrs))
 
 
-def run(queue: int, delay_s: float, max_seconds: float) -> None:
+def run(queue: int, delay_s: float, netns: str, max_seconds: float) -> None:
     sock = bind(queue)
     held: list[tuple[float, int]] = []
     stopping = False
@@ -104,7 +108,12 @@ def run(queue: int, delay_s: float, max_seconds: float) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     end = time.monotonic() + max_seconds if max_seconds > 0 else float("inf")
+    checked = time.monotonic()
     while not stopping and time.monotonic() < end:
+        if time.monotonic() - checked > 1:
+            checked = time.monotonic()
+            if not netns_alive(netns, inside=True):
+                break
         wait = min(0.5, held[0][0] - time.monotonic()) if held else 0.5
         try:
             ready, _, _ = select.select([sock], [], [], max(0.0, wait))
@@ -127,10 +136,10 @@ def run(queue: int, delay_s: float, max_seconds: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3):
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    run(int(argv[0]), float(argv[1]) / 1000, float(argv[2]) if len(argv) == 3 else 0)
+    run(int(argv[0]), float(argv[1]) / 1000, argv[2], float(argv[3]) if len(argv) == 4 else 0)
     return 0
 
 

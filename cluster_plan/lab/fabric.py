@@ -6,6 +6,7 @@ fabric namespace, node ends live in the node namespaces.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from cluster_plan.lab.names import LabNames
@@ -19,10 +20,11 @@ def netns_exists(ns: str) -> bool:
     return (NETNS_DIR / ns).exists()
 
 
-def lab_namespaces(names: LabNames) -> list[str]:
-    if not NETNS_DIR.is_dir():
-        return []
-    return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(names.prefix))
+def lab_namespaces(names: LabNames, hosts: Iterable[str]) -> list[str]:
+    """The lab's namespaces that exist, by exact name (a prefix could match another lab's:
+    lab "acc" must never take lab "acc-2" down)."""
+    wanted = [names.fabric_ns, names.admin_ns, *(names.node_ns(h) for h in hosts)]
+    return [ns for ns in wanted if netns_exists(ns)]
 
 
 def netns_mounted() -> bool:

@@ -125,7 +125,7 @@ def apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
         st.delays[host] = spawn(
             ["ip", "netns", "exec", fab, "env", f"PYTHONPATH={PACKAGE_ROOT}", sys.executable,
              "-m", "cluster_plan.lab.delay",
-             str(queue), f"{fault.delay_ms:g}"], names.run_dir / "logs" / f"delay-{host}.log")
+             str(queue), f"{fault.delay_ms:g}", fab], names.run_dir / "logs" / f"delay-{host}.log")
         _wait_bound(fab, queue, st.delays[host])
     st.faults[host] = {"rate_mbit": fault.rate_mbit, "loss_pct": fault.loss_pct,
                        "delay_ms": fault.delay_ms, "down": fault.down,

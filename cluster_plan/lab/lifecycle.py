@@ -107,18 +107,19 @@ def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabStat
     if not (st.services.get("apt-proxy") and st.services["apt-proxy"].alive()):
         st.services["apt-proxy"] = spawn(
             ["env", f"PYTHONPATH={env_path}", python, "-m", "cluster_plan.lab.proxy", "serve",
-             str(names.proxy_socket), str(cache)], logs / "apt-proxy.log")
+             str(names.proxy_socket), str(cache), names.admin_ns], logs / "apt-proxy.log")
     if not (st.services.get("apt-relay") and st.services["apt-relay"].alive()):
         st.services["apt-relay"] = spawn(
             ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
              "-m", "cluster_plan.lab.proxy", "relay", address, str(port),
-             str(names.proxy_socket)], logs / "apt-relay.log")
+             str(names.proxy_socket), names.admin_ns], logs / "apt-relay.log")
     if not (st.services.get("site-dns-ntp") and st.services["site-dns-ntp"].alive()):
         zone = names.run_dir / "zone.json"
         zone.write_text(json.dumps(sitesvc.zone_of(expanded)))
         st.services["site-dns-ntp"] = spawn(
             ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
-             "-m", "cluster_plan.lab.sitesvc", str(zone), *addresses], logs / "site.log")
+             "-m", "cluster_plan.lab.sitesvc", str(zone), names.admin_ns, *addresses],
+            logs / "site.log")
     state.save(names.state_file, st)
 
 
@@ -151,7 +152,7 @@ def down(expanded: dict[str, Any]) -> list[str]:
                 removed.append(f"node {host}")
         for ref in [*st.delays.values(), *st.services.values()]:
             ref.stop()
-    for ns in fabric.lab_namespaces(names):
+    for ns in fabric.lab_namespaces(names, [*expanded["hosts"], *(st.nodes if st else [])]):
         kill_netns_processes(ns)
         fabric.delete_netns(ns)
         removed.append(f"netns {ns}")

@@ -6,8 +6,10 @@
 - `relay`: inside the admin namespace, a TCP listener on the plan's proxy address that
   copies each connection to that unix socket.
 
-python -m cluster_plan.lab.proxy serve SOCKET CACHE_DIR
-python -m cluster_plan.lab.proxy relay ADDRESS PORT SOCKET
+python -m cluster_plan.lab.proxy serve SOCKET CACHE_DIR ADMIN_NS
+python -m cluster_plan.lab.proxy relay ADDRESS PORT SOCKET ADMIN_NS
+
+Both end by themselves once the lab's admin namespace is gone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from cluster_plan.lab.watchdog import exit_process_when_gone, exit_when_gone
 
 ALLOWED_HOSTS = frozenset({"deb.debian.org", "security.debian.org"})
 # Files whose name changes whenever their content does: safe to cache forever.
@@ -103,7 +107,8 @@ class UnixProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     daemon_threads = True
 
 
-def serve(socket_path: str, cache: str) -> None:
+def serve(socket_path: str, cache: str, admin_ns: str) -> None:
+    exit_process_when_gone(admin_ns, inside=False)
     Path(socket_path).unlink(missing_ok=True)
     handler = type("Handler", (ArchiveProxy,), {"cache": Path(cache)})
     with UnixProxyServer(socket_path, handler) as server:
@@ -122,7 +127,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _relay(address: str, port: int, socket_path: str) -> None:
+async def _relay(address: str, port: int, socket_path: str, admin_ns: str) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
@@ -133,14 +138,14 @@ async def _relay(address: str, port: int, socket_path: str) -> None:
 
     server = await asyncio.start_server(handle, address, port)
     async with server:
-        await server.serve_forever()
+        await exit_when_gone(admin_ns, inside=True)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "serve":
-        serve(argv[1], argv[2])
-    elif len(argv) == 4 and argv[0] == "relay":
-        asyncio.run(_relay(argv[1], int(argv[2]), argv[3]))
+    if len(argv) == 4 and argv[0] == "serve":
+        serve(argv[1], argv[2], argv[3])
+    elif len(argv) == 5 and argv[0] == "relay":
+        asyncio.run(_relay(argv[1], int(argv[2]), argv[3], argv[4]))
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ served from the admin namespace, for sites whose roles do not provide them:
   the lab has no way out, by design);
 - NTP (UDP 123): server replies from this machine's clock, which the nodes share anyway.
 
-python -m cluster_plan.lab.sitesvc ZONE_JSON ADDRESS...
+python -m cluster_plan.lab.sitesvc ZONE_JSON ADMIN_NS ADDRESS...  (ends with ADMIN_NS)
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, cast
+
+from cluster_plan.lab.watchdog import exit_when_gone
 
 NTP_EPOCH_OFFSET = 2208988800
 
@@ -84,7 +86,7 @@ class _Udp(asyncio.DatagramProtocol):
             self.transport.sendto(reply, addr)
 
 
-async def serve(zone_file: str, addresses: list[str]) -> None:
+async def serve(zone_file: str, admin_ns: str, addresses: list[str]) -> None:
     spec = json.loads(Path(zone_file).read_text())
     zone, domain = spec["zone"], spec["domain"]
     loop = asyncio.get_running_loop()
@@ -93,7 +95,7 @@ async def serve(zone_file: str, addresses: list[str]) -> None:
             lambda: _Udp(lambda data: dns_reply(data, zone, domain)), local_addr=(address, 53))
         await loop.create_datagram_endpoint(
             lambda: _Udp(lambda data: ntp_reply(data, time.time())), local_addr=(address, 123))
-    await asyncio.Event().wait()
+    await exit_when_gone(admin_ns, inside=True)
 
 
 def zone_of(expanded: dict[str, Any]) -> dict[str, Any]:
@@ -106,10 +108,10 @@ def zone_of(expanded: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2:
+    if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    asyncio.run(serve(argv[0], argv[1:]))
+    asyncio.run(serve(argv[0], argv[1], argv[2:]))
     return 0
 
 

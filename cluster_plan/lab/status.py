@@ -24,7 +24,7 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
         }
     services = {name: ref.alive() for name, ref in (st.services.items() if st else [])
                 if not name.startswith("boot-")}
-    namespaces = fabric.lab_namespaces(names)
+    namespaces = fabric.lab_namespaces(names, expanded["hosts"])
     running = sum(1 for n in nodes.values() if n["sshd"])
     up = running == len(nodes) and all(services.values()) and bool(services)
     leftovers = bool(namespaces) or st is not None

@@ -85,7 +85,8 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     assert lab_processes(set(), marker) == []
 
     assert lifecycle.up(expanded, str(LAB_PLAN)) is True
-    inodes = {os.stat(fabric.NETNS_DIR / ns).st_ino for ns in fabric.lab_namespaces(names)}
+    inodes = {os.stat(fabric.NETNS_DIR / ns).st_ino
+              for ns in fabric.lab_namespaces(names, expanded["hosts"])}
     assert lab_processes(inodes, marker)  # the probe does see the lab's processes
     assert status.collect(names, expanded)["up"]
 
@@ -102,6 +103,13 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     assert lifecycle.up(expanded, str(LAB_PLAN)) is True  # brings back only what is missing
     assert status.collect(names, expanded)["up"]
     os.kill(status.collect(names, expanded)["nodes"]["gpu01"]["init_pid"], signal.SIGKILL)
+    # The admin namespace deleted by hand: the lab's daemons notice and end by themselves.
+    subprocess.run(["ip", "netns", "del", names.admin_ns], check=True)
+    deadline = time.monotonic() + 10
+    while any(status.collect(names, expanded)["services"].values()) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(status.collect(names, expanded)["services"].values())
 
     lifecycle.down(expanded)
     assert status.collect(names, expanded)["condition"] == "down"
