@@ -70,7 +70,8 @@ def _build(target: Path, log: Path | None) -> None:
     if shutil.which("debootstrap") is None:
         raise LabError("debootstrap is not installed: apt-get install debootstrap")
     work = target.with_name(target.name + ".partial")
-    if work.exists():
+    if work.exists():  # an interrupted build: debootstrap may have left /proc, /sys mounted
+        _unmount_under(work)
         shutil.rmtree(work)
     started = time.monotonic()
     result = run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
@@ -84,6 +85,14 @@ def _build(target: Path, log: Path | None) -> None:
     _customise(work)
     (work / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
     work.rename(target)
+
+
+def _unmount_under(root: Path) -> None:
+    """Detach every mount below root, deepest first, so rmtree never descends into one."""
+    prefix = str(root.resolve()) + "/"
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        run(["umount", "-l", point], check=False)
 
 
 def _customise(root: Path) -> None:
