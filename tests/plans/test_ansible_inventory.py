@@ -39,9 +39,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-def ansible_inventory(source: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def ansible_inventory(source: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1",
-           "ANSIBLE_LOCAL_TEMP": str(source.parent / ".ansible-tmp")}
+           "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp")}
     env.pop("ANSIBLE_CONFIG", None)
     return subprocess.run([str(EXE), "-i", str(source), *args], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=120)
@@ -81,7 +81,7 @@ def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
 def test_bad_sources_fail_with_the_finding_and_no_traceback(tmp_path):
     cases = _broken_copies(tmp_path)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = dict(zip(cases, pool.map(lambda c: ansible_inventory(c[0], "--list"),
+        results = dict(zip(cases, pool.map(lambda c: ansible_inventory(c[0], tmp_path, "--list"),
                                            cases.values()), strict=True))
     for name, (source, code) in cases.items():
         proc = results[name]
@@ -95,7 +95,7 @@ def test_bad_sources_fail_with_the_finding_and_no_traceback(tmp_path):
 
 
 def test_lab_inventory_matches_the_expansion(lab_copy):
-    proc = ansible_inventory(lab_copy / "cluster.yml", "--list")
+    proc = ansible_inventory(lab_copy / "cluster.yml", lab_copy, "--list")
     assert proc.returncode == 0, proc.stderr
     inventory = plain(json.loads(proc.stdout))
     expanded = load_expanded(lab_copy / "cluster.yml")
@@ -106,7 +106,7 @@ def test_lab_inventory_matches_the_expansion(lab_copy):
         assert hostvars[name]["plan_host"] == host
     for group, members in expanded["groups"].items():
         assert sorted(inventory[group]["hosts"]) == members, group
-    graph = ansible_inventory(lab_copy / "cluster.yml", "--graph")
+    graph = ansible_inventory(lab_copy / "cluster.yml", lab_copy, "--graph")
     assert graph.returncode == 0
     assert "@slurm_controller:" in graph.stdout
     assert "head01" in graph.stdout
