@@ -13,6 +13,19 @@ import sys
 from pathlib import Path
 
 
+def refuse(message: str) -> int:
+    """Tell why, where the user will see it, and fail the connection.
+
+    With ControlPersist (ansible.cfg), ssh sends a ProxyCommand's stderr to /dev/null, so
+    the reason also goes to ssh as a malformed version line, which ssh prints as
+    "Bad remote protocol version identification: 'SSH-...'" (first 100 characters).
+    """
+    print(f"cluster-plan lab: {message}", file=sys.stderr)
+    sys.stdout.write(f"SSH-{message}\r\n")
+    sys.stdout.flush()
+    return 255
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python -m cluster_plan.lab.proxycommand ADMIN_NS HOST PORT", file=sys.stderr)
@@ -20,15 +33,11 @@ def main(argv: list[str]) -> int:
     admin_ns, host, port = argv
     if not Path("/run/netns", admin_ns).exists():
         lab = admin_ns.removeprefix("cpl-").removesuffix("-admin")
-        print(f"cluster-plan lab: the lab {lab!r} is not up (no namespace {admin_ns}); "
-              "run `cluster-plan lab up PLAN` first", file=sys.stderr)
-        return 255
+        return refuse(f"the lab '{lab}' is not up; run cluster-plan lab up PLAN first")
     if os.geteuid() != 0:
-        print("cluster-plan lab: reaching lab nodes needs root (ip netns exec)", file=sys.stderr)
-        return 255
+        return refuse("reaching lab nodes needs root (ip netns exec)")
     if shutil.which("nc") is None:
-        print("cluster-plan lab: nc (netcat-openbsd) is not installed", file=sys.stderr)
-        return 255
+        return refuse("nc is not installed (apt-get install netcat-openbsd)")
     os.execvp("ip", ["ip", "netns", "exec", admin_ns, "nc", host, port])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import struct
 import subprocess
@@ -267,3 +268,15 @@ def test_site_ntp_answers_clients_with_this_clock() -> None:
     seconds = struct.unpack_from("!I", reply, 40)[0] - sitesvc.NTP_EPOCH_OFFSET
     assert abs(seconds - time.time()) < 5
     assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), time.time()) is None  # not a client
+
+
+def test_ansible_fails_fast_when_the_lab_is_down() -> None:
+    ansible = Path(sys.executable).with_name("ansible")
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(ansible), "-i", str(PLAN), "head01", "-m", "ping"], capture_output=True,
+        text=True, timeout=60, check=False, cwd=REPO,
+        env={**os.environ, "CLUSTER_PLAN_LAB_ID": "never-up", "ANSIBLE_FORCE_COLOR": "0"})
+    assert result.returncode != 0
+    assert "the lab 'never-up' is not up" in result.stdout + result.stderr, result.stdout
+    assert time.monotonic() - started < 30
