@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
 LAB_LOCK = LAB.with_name("cluster.lock.json")
 GPU_COUNT = '    count: 2\n    hostname: "gpu{n:02d}"'
+CPU_COUNT = '    count: 1\n    hostname: "cpu{n:02d}"'
 
 
 @pytest.fixture
@@ -219,3 +220,25 @@ def test_lock_that_cannot_be_written_is_a_message_not_a_traceback(capsys, plan, 
     assert code == 2
     assert "Permission denied" in err
     assert str(lock_of(plan)) in err
+
+
+def test_freed_address_is_held_back_until_lock_reclaim(capsys, plan):
+    before = json.loads(lock_of(plan).read_text())
+    freed = before["networks"]["mgmt"]["hosts"]["gpu02"]
+    edit(plan, GPU_COUNT, GPU_COUNT.replace("2", "1", 1))
+    assert run(capsys, "lock", str(plan))[0] == 0
+    held = json.loads(lock_of(plan).read_text())
+    assert held["networks"]["mgmt"]["released"] == {freed: "gpu02"}
+    edit(plan, CPU_COUNT, CPU_COUNT.replace("1", "2", 1))
+    assert run(capsys, "lock", str(plan))[0] == 0
+    grown = json.loads(lock_of(plan).read_text())
+    assert grown["networks"]["mgmt"]["hosts"]["cpu02"] != freed
+    assert freed not in grown["networks"]["mgmt"]["hosts"].values()
+    # --reclaim lets the next new host have it
+    edit(plan, CPU_COUNT.replace("1", "2", 1), CPU_COUNT.replace("1", "3", 1))
+    assert run(capsys, "lock", "--reclaim", str(plan))[0] == 0
+    reclaimed = json.loads(lock_of(plan).read_text())
+    assert reclaimed["networks"]["mgmt"]["hosts"]["cpu03"] == freed
+    for host, address in grown["networks"]["mgmt"]["hosts"].items():
+        assert reclaimed["networks"]["mgmt"]["hosts"][host] == address
+    assert findings(capsys, plan) == (0, [])
