@@ -10,6 +10,7 @@ import argparse
 import json
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,10 @@ def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str
 
 
 def _executor(
-    args: argparse.Namespace, expanded: dict[str, Any], addresses: dict[str, str]
+    args: argparse.Namespace,
+    expanded: dict[str, Any],
+    addresses: dict[str, str],
+    control_dir: Path,
 ) -> PrefixExecutor:
     if args.transport in ("lab", "lab-netns"):
         return PrefixExecutor(per_node=lab_prefixes(expanded, args.transport), addresses=addresses)
@@ -151,9 +155,12 @@ def _executor(
     options += shlex.split(args.ssh_args)
     if args.ssh_key:
         options += ["-i", args.ssh_key]
-    # One connection per node for the whole run: a round's commands start in milliseconds.
-    shared = ["-o", "ControlMaster=auto", "-o", "ControlPersist=120",
-              "-o", "ControlPath=/tmp/cluster-plan-acceptance-%C"]  # fmt: skip
+    # One connection per node for the whole run, so a round's commands start in milliseconds.
+    # The sockets live in a folder of this run only: %C hashes host, port and user, not the
+    # ProxyCommand, so a shared path could reuse a master to another cluster (another lab)
+    # with the same addresses. Given first, this ControlPath wins over one in --ssh-args.
+    shared = ["-o", "ControlMaster=auto", "-o", "ControlPersist=10",
+              "-o", f"ControlPath={control_dir}/%C"]  # fmt: skip
     prefix = ["ssh", "-o", "BatchMode=yes", *shared, *options, f"{args.ssh_user}@{{address}}"]
     return PrefixExecutor(prefix, addresses, remote_shell=True)
 
@@ -168,7 +175,6 @@ def acceptance_command(args: argparse.Namespace) -> int:
         nodes = args.nodes.split(",") if args.nodes else None
         spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
         addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
-        executor = _executor(args, expanded, addresses)
     except (SpecError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -176,7 +182,13 @@ def acceptance_command(args: argparse.Namespace) -> int:
         omit_s=args.omit, probes=args.probes, phases=phases, retest=not args.no_retest,
         sequential=args.sequential,
     )  # fmt: skip
-    report = AcceptanceRunner(spec, executor, options).run()
+    with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
+        try:
+            executor = _executor(args, expanded, addresses, Path(control_dir))
+        except (SpecError, ValueError, KeyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        report = AcceptanceRunner(spec, executor, options).run()
     out_dir = args.output_dir or Path("reports") / spec.cluster
     json_path, html_path = write_report(report, out_dir)
     if args.format == "json":

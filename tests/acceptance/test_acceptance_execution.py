@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
+from cluster_plan.acceptance.command import _executor
 from cluster_plan.acceptance.execution import PrefixExecutor
 
 
@@ -33,3 +37,17 @@ def test_node_without_a_prefix_is_never_run_here() -> None:
     refused = ex.run("n2", ["true"], timeout=5)
     assert refused.rc == 255 and "cannot reach" in refused.stderr
     assert ex.spawn("n2", ["true"]).stop().rc == 127
+
+
+def test_ssh_masters_are_private_to_the_run(tmp_path: Path) -> None:
+    # A shared ControlPath (%C hashes host, port, user) once reused a master into another
+    # lab with the same addresses: the sockets must live in this run's own folder, first.
+    args = argparse.Namespace(
+        transport="ssh", ssh_option=[], ssh_args="-o ControlPath=/shared/%C -o 'ProxyCommand=nc %h %p'",
+        ssh_key="/k", ssh_user="root", exec_prefix=None, plan=Path("p.yml"),
+    )  # fmt: skip
+    executor = _executor(args, {}, {"n1": "10.40.0.11"}, tmp_path)
+    argv = executor.command("n1", ["true"])
+    paths = [a for a in argv if a.startswith("ControlPath=")]
+    assert paths[0] == f"ControlPath={tmp_path}/%C"
+    assert "ProxyCommand=nc %h %p" in argv and argv[-2:] == ("root@10.40.0.11", "true")
