@@ -42,9 +42,10 @@ def test_node_without_a_prefix_is_never_run_here() -> None:
 def test_ssh_masters_are_private_to_the_run(tmp_path: Path) -> None:
     # A shared ControlPath (%C hashes host, port, user) once reused a master into another
     # lab with the same addresses: the sockets must live in this run's own folder, first.
+    ssh_args = "-o ControlPath=/shared/%C -o 'ProxyCommand=nc %h %p'"
     args = argparse.Namespace(
-        transport="ssh", ssh_option=[], ssh_args="-o ControlPath=/shared/%C -o 'ProxyCommand=nc %h %p'",
-        ssh_key="/k", ssh_user="root", exec_prefix=None, plan=Path("p.yml"),
+        transport="ssh", ssh_option=[], ssh_args=ssh_args, ssh_key="/k", ssh_user="root",
+        exec_prefix=None, plan=Path("p.yml"),
     )  # fmt: skip
     executor = _executor(args, {}, {"n1": "10.40.0.11"}, tmp_path)
     argv = executor.command("n1", ["true"])
