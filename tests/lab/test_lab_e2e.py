@@ -221,3 +221,11 @@ def test_site_dns_and_ntp_answer_on_the_planned_address(lab: Lab) -> None:
         "print(abs(struct.unpack('!I', r[40:44])[0] - 2208988800 - time.time()) < 5)\n")
     result = lab.in_node("cpu01", ["python3", "-c", probe], timeout=30)
     assert result.stdout.split() == [lab.expanded["hosts"]["gpu02"]["address"], "True"]
+
+
+def test_lab_ssh_and_run_reach_nodes(lab: Lab) -> None:
+    ssh = cli("ssh", str(lab.plan), "stor01", "--", "hostname", timeout=60)
+    assert ssh.returncode == 0 and ssh.stdout.strip() == "stor01", ssh.stderr
+    run = cli("run", str(lab.plan), "all", "--", "systemctl", "is-active", "ssh")
+    assert run.returncode == 0
+    assert run.stdout.count("active") == len(lab.expanded["hosts"])
