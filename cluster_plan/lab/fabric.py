@@ -27,12 +27,6 @@ def lab_namespaces(names: LabNames, hosts: Iterable[str]) -> list[str]:
     return [ns for ns in wanted if netns_exists(ns)]
 
 
-def netns_mounted() -> bool:
-    """Whether /run/netns is a mount point (`ip netns add` makes it one)."""
-    return any(line.split()[4] == str(NETNS_DIR)
-               for line in Path("/proc/self/mountinfo").read_text().splitlines())
-
-
 def ensure_netns(ns: str) -> None:
     if not netns_exists(ns):
         run(["ip", "netns", "add", ns])

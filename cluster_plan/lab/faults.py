@@ -20,7 +20,7 @@ from typing import Any
 
 from cluster_plan.lab import fabric, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
-from cluster_plan.lab.names import LabError, LabNames
+from cluster_plan.lab.names import RUN_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, netns_exec, run, spawn
 from cluster_plan.lab.topology import Port, wiring
 
@@ -102,11 +102,17 @@ def node_ports(expanded: dict[str, Any], host: str, network: str | None) -> list
 def apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
           network: str | None = None) -> None:
     """Replace the node's current fault (on the chosen links) with `fault`."""
+    with state.locked(RUN_ROOT, names.lab):
+        _apply(names, expanded, host, fault, network)
+
+
+def _apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
+           network: str | None) -> None:
     st = state.load(names.state_file)
     if st is None or not fabric.netns_exists(names.fabric_ns):
         raise LabError(f"the lab {names.lab} is not up")
     ports = node_ports(expanded, host, network)
-    clear(names, expanded, host, st)
+    _clear(names, expanded, host, st)
     fab = names.fabric_ns
     for port in ports:
         mbit = min(port.mbit, fault.rate_mbit or port.mbit)
@@ -165,9 +171,14 @@ def loss_counters(names: LabNames) -> dict[str, int]:
             for m in re.finditer(r'iifname "([^"]+)".*?counter packets (\d+)', out)}
 
 
-def clear(names: LabNames, expanded: dict[str, Any], host: str,
-          st: state.LabState | None = None) -> bool:
+def clear(names: LabNames, expanded: dict[str, Any], host: str) -> bool:
     """Remove every fault from the node; returns whether there was one."""
+    with state.locked(RUN_ROOT, names.lab):
+        return _clear(names, expanded, host, None)
+
+
+def _clear(names: LabNames, expanded: dict[str, Any], host: str,
+           st: state.LabState | None) -> bool:
     st = st or state.load(names.state_file)
     if st is None:
         raise LabError(f"the lab {names.lab} is not up")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -11,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.lab import fabric, guard, hardware, hostlimits, node, rootfs, sitesvc, state
+from cluster_plan.lab import fabric, guard, hardware, hostchanges, node, rootfs, sitesvc, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import admin_addresses, wiring
@@ -44,6 +43,11 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
     """Bring the lab up; returns False when it was already up (nothing done)."""
     require_root()
     names = for_plan(expanded)
+    with state.locked(RUN_ROOT, names.lab):
+        return _up(names, expanded, plan_path, log)
+
+
+def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> bool:
     current = state.load(names.state_file)
     if is_up(names, current, expanded):
         return False
@@ -51,17 +55,15 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
         guard.check_no_overlap(expanded)
     st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
     st.cidrs = guard.plan_cidrs(expanded)
-    if not st.made_netns_mount and not fabric.netns_mounted():
-        st.made_netns_mount = True
     state.save(names.state_file, st)
+    for key in hostchanges.prepare():
+        print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)
     started = time.monotonic()
     base = rootfs.ensure_base(log=names.run_dir / "debootstrap.log")
     print(f"lab {names.lab}: base image {base.name} ready "
           f"({time.monotonic() - started:.0f}s)", file=log)
     pubkey = ensure_ssh_key(names)
     names.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for key in hostlimits.raise_limits():
-        print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)
     guard.add(expanded)
     wires = wiring(expanded)
     fabric.build_fabric(names, wires)
@@ -143,6 +145,11 @@ def down(expanded: dict[str, Any]) -> list[str]:
     """Remove everything this lab made; returns what was removed (for the user)."""
     require_root()
     names = for_plan(expanded)
+    with state.locked(RUN_ROOT, names.lab, remove=True):
+        return _down(names, expanded)
+
+
+def _down(names: LabNames, expanded: dict[str, Any]) -> list[str]:
     st = state.load(names.state_file)
     removed: list[str] = []
     if st:
@@ -164,25 +171,19 @@ def down(expanded: dict[str, Any]) -> list[str]:
     hardware.detach_disks(names, st.loops if st else {})
     shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)
     shutil.rmtree(names.run_dir, ignore_errors=True)
-    hostlimits.restore_limits()
-    if st and st.made_netns_mount:
-        _release_netns_mount()
+    hostchanges.undo_when_last()
     return removed
-
-
-def _release_netns_mount() -> None:
-    """Undo the /run/netns mount `ip netns add` made, once no namespace is left in it."""
-    netns_dir = fabric.NETNS_DIR
-    if fabric.netns_mounted() and not any(netns_dir.iterdir()):
-        run(["umount", str(netns_dir)], check=False)
-        with contextlib.suppress(OSError):
-            netns_dir.rmdir()
 
 
 def restart_node(expanded: dict[str, Any], host: str) -> ProcRef:
     """Power-cycle one node: its overlay (its disk) survives, its processes do not."""
     require_root()
     names = for_plan(expanded)
+    with state.locked(RUN_ROOT, names.lab):
+        return _restart_node(names, expanded, host)
+
+
+def _restart_node(names: LabNames, expanded: dict[str, Any], host: str) -> ProcRef:
     st = state.load(names.state_file)
     if st is None or host not in st.nodes:
         raise LabError(f"node {host} is not part of a running lab {names.lab}")

@@ -5,8 +5,11 @@ Kept under /run so that a reboot (which ends every lab process) also forgets it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,6 @@ class LabState:
     services: dict[str, ProcRef] = field(default_factory=dict)
     delays: dict[str, ProcRef] = field(default_factory=dict)
     faults: dict[str, dict[str, Any]] = field(default_factory=dict)
-    made_netns_mount: bool = False
     loops: dict[str, str] = field(default_factory=dict)
     cidrs: list[str] = field(default_factory=list)
 
@@ -44,8 +46,7 @@ def load(path: Path) -> LabState | None:
     return LabState(
         lab=raw["lab"], plan=raw["plan"], nodes=_refs(raw.get("nodes", {})),
         services=_refs(raw.get("services", {})), delays=_refs(raw.get("delays", {})),
-        faults=raw.get("faults", {}), made_netns_mount=bool(raw.get("made_netns_mount")),
-        loops=raw.get("loops", {}), cidrs=list(raw.get("cidrs", [])),
+        faults=raw.get("faults", {}), loops=raw.get("loops", {}), cidrs=list(raw.get("cidrs", [])),
     )
 
 
@@ -64,3 +65,18 @@ def save(path: Path, state: LabState) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(state.to_json())
     os.replace(tmp, path)
+
+
+@contextmanager
+def locked(run_root: Path, lab: str, remove: bool = False) -> Iterator[None]:
+    """One lab command at a time per lab (up, down, restart, fault); `remove` deletes the
+    lock file on the way out (for `lab down`)."""
+    run_root.mkdir(parents=True, exist_ok=True)
+    path = run_root / f"{lab}.lock"
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if remove:
+                path.unlink(missing_ok=True)
