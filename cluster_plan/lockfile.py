@@ -10,6 +10,10 @@ from typing import Any
 
 from cluster_plan.findings import Finding
 
+# `cluster-plan lock` will not overwrite a lock it cannot read, so say how to get past it
+_UNREADABLE_HINT = ("restore it from version control, or delete it and run `cluster-plan lock` "
+                    "(every host may then get a new address)")
+
 
 def lock_path_for(plan_path: str | Path) -> Path:
     path = Path(plan_path)
@@ -32,14 +36,27 @@ def read_lock(path: Path) -> tuple[dict[str, Any] | None, Finding | None]:
     except json.JSONDecodeError as exc:
         return None, Finding("lock-unreadable", f"the lock file is not JSON: {exc.msg}", (),
                              file=name, line=exc.lineno, column=exc.colno,
-                             hint="restore it from version control, or run `cluster-plan lock` "
-                             "(addresses of existing hosts may then change)")
-    if not isinstance(lock, dict) or not isinstance(lock.get("networks"), dict) or not all(
-            isinstance(n, dict) and isinstance(n.get("hosts", {}), dict)
-            for n in lock["networks"].values()):
+                             hint=_UNREADABLE_HINT)
+    if not _lock_shaped(lock):
         return None, Finding("lock-unreadable", "the lock file does not have the lock's shape",
-                             (), file=name)
+                             (), file=name, hint=_UNREADABLE_HINT)
     return lock, None
+
+
+def _lock_shaped(lock: Any) -> bool:
+    """networks -> {cidr, hosts: {host: address}, released: {address: host}}, all strings:
+    anything else would be half-read, and `cluster-plan lock` would renumber hosts."""
+    if not isinstance(lock, dict) or not isinstance(lock.get("networks"), dict):
+        return False
+    for network in lock["networks"].values():
+        if not isinstance(network, dict) or not isinstance(network.get("cidr", ""), str):
+            return False
+        for key in ("hosts", "released"):
+            table = network.get(key, {})
+            if not isinstance(table, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+                return False
+    return True
 
 
 def render_lock(lock: dict[str, Any]) -> str:
