@@ -148,12 +148,15 @@ def test_lock_that_is_not_json(capsys, plan, content, line):
 @pytest.mark.parametrize("content", [
     b"[]", b"null", b"{\"version\": 1}", b"{\"networks\": {\"mgmt\": []}}",
     b"{\"networks\": {\"mgmt\": {\"hosts\": [\"head01\"]}}}", b"\xff\xfe\x00junk",
+    b"{\"networks\": {\"mgmt\": {\"hosts\": {}, \"released\": []}}}",
 ])
 def test_lock_of_the_wrong_shape(capsys, plan, content):
     lock_of(plan).write_bytes(content)
     code, found = findings(capsys, plan)
     assert code == 1
     assert [f["code"] for f in found] == ["lock-unreadable"]
+    assert run(capsys, "lock", str(plan))[0] == 1
+    assert lock_of(plan).read_bytes() == content  # left for a human to restore
 
 
 def test_lock_that_is_a_directory(capsys, plan):

@@ -48,6 +48,12 @@ def test_write_replaces_and_leaves_nothing_behind_on_failure(tmp_path):
     (b"[1, 2]", "lock-unreadable"),
     (b'{"networks": {"mgmt": {"hosts": "a01"}}}', "lock-unreadable"),
     (b"\xff\xfe", "lock-unreadable"),
+    # wrong types inside: refused whole, so `lock` never rewrites it and renumbers hosts
+    (b'{"networks": {"mgmt": {"hosts": {}, "released": []}}}', "lock-unreadable"),
+    (b'{"networks": {"mgmt": {"hosts": {}, "released": "x"}}}', "lock-unreadable"),
+    (b'{"networks": {"mgmt": {"hosts": {"a01": 5}}}}', "lock-unreadable"),
+    (b'{"networks": {"mgmt": {"hosts": {"a01": null}}}}', "lock-unreadable"),
+    (b'{"networks": {"mgmt": {"cidr": 24, "hosts": {}}}}', "lock-unreadable"),
 ])
 def test_read_problems(tmp_path, content, code):
     path = tmp_path / "p.lock.json"
