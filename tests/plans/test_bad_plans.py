@@ -216,3 +216,17 @@ def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
     expected = {n for n in names if {e["code"] for e in MANIFEST[n]} & SCHEMA_CODES}
     expected -= CORE_STRICTER
     assert failed == expected
+
+
+LAB = str(ROOT / "inventory" / "lab" / "cluster.yml")
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["validate"], ["frobnicate"], ["validate", "--format", "xml", LAB],
+    ["expand", "--host", "nohost", LAB],
+])
+def test_usage_errors_exit_2(capsys, argv):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert "Traceback" not in out + err
+    assert err
