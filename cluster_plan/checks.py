@@ -162,8 +162,11 @@ def check_nodes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                           ("cluster", "domain"))
             break
     pins: dict[tuple[str, str], str] = {}
+    produced_by: dict[str, set[str]] = defaultdict(set)  # once, not once per group
+    for node in nodes:
+        produced_by[node.group].add(node.name)
     for group_name, group in plan["node_groups"].items():
-        produced = {n.name for n in nodes if n.group == group_name}
+        produced = produced_by[group_name]
         for host, override in (group.get("nodes") or {}).items():
             path = ("node_groups", group_name, "nodes", host)
             if host not in produced:
