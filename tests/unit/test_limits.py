@@ -55,3 +55,18 @@ def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
     # the few addresses left above the reserved ones, lowest first
     assert compute[0] in ("11.255.255.1", "11.244.36.1")
     assert len(set(compute)) == 8
+
+
+def test_many_node_groups_validate_in_linear_time():
+    # 2,000 groups of 40: 80,000 nodes, under the node limit; one group per rack row, say
+    groups = "".join(f"  g{i}: {{count: 40, hostname: \"g{i}n{{n}}\", hardware: cpu, "
+                     f"racks: [r1, r2]}}\n" for i in range(2000))
+    text = (LAB.read_text().replace("node_groups:\n", "node_groups:\n" + groups, 1)
+            .replace("cidr: 10.40.0.0/24", "cidr: 10.0.0.0/10")
+            .replace("cidr: 10.41.0.0/24", "cidr: 10.64.0.0/10")
+            .replace("cidr: 10.42.0.0/24", "cidr: 10.128.0.0/10"))
+    started = time.monotonic()
+    result = validate_text(text, "big.yml")
+    assert time.monotonic() - started < 6
+    assert len(result.nodes) == 80_008
+    assert result.ok, [f.render() for f in result.findings if f.severity == "error"][:3]
