@@ -71,8 +71,12 @@ def prepare_upper(names: LabNames, host: str, spec: dict[str, Any], pubkey: str,
     ssh = upper / "root/.ssh"
     ssh.mkdir(parents=True, exist_ok=True, mode=0o700)
     (upper / "root").chmod(0o700)
-    (ssh / "authorized_keys").write_text(pubkey)
-    (ssh / "authorized_keys").chmod(0o600)
+    keys = ssh / "authorized_keys"
+    present = keys.read_text() if keys.exists() else ""
+    if pubkey.strip() not in present:  # keep keys the roles added
+        keys.write_text(present + ("" if not present or present.endswith("\n") else "\n")
+                        + pubkey)
+    keys.chmod(0o600)
     if fresh:  # first boot only: afterwards these files belong to the roles
         (upper / "etc/resolv.conf").write_text(
             "".join(f"nameserver {ns}\n" for ns in nameservers))
@@ -117,7 +121,8 @@ def boot_script(names: LabNames, host: str, spec: dict[str, Any], base: Path,
         parent = os.path.dirname(name)
         if parent:
             lines.append(f'mkdir -p "$R/dev/{parent}"')
-        lines.append(f'mknod -m 666 "$R/dev/{name}" {kind} {major} {minor}')
+        mode = "660" if kind == "b" else "666"  # disks: root (and group disk) only
+        lines.append(f'mknod -m {mode} "$R/dev/{name}" {kind} {major} {minor}')
     for link, target in device_links(spec, loops):
         lines += [f'mkdir -p "$R/dev/{os.path.dirname(link)}"',
                   f'ln -s {target} "$R/dev/{link}"']

@@ -60,8 +60,16 @@ def scaled_mbit(gbps: float, rate_scale: float) -> int:
     return max(1, round(gbps * 1000 * rate_scale))
 
 
-def bridge_name(switch: str, network: str) -> str:
-    return ifname(switch, network[:4])
+def network_tags(networks: list[str]) -> dict[str, str]:
+    """Short network names for bridge names: the first 4 letters, or the whole name where
+    two networks share them (then hashed into 15 bytes if need be)."""
+    short = {net: net[:4] for net in networks}
+    clashes = {tag for tag in short.values() if list(short.values()).count(tag) > 1}
+    return {net: (net if tag in clashes else tag) for net, tag in short.items()}
+
+
+def bridge_name(switch: str, network: str, tags: dict[str, str] | None = None) -> str:
+    return ifname(switch, (tags or {}).get(network, network[:4]))
 
 
 def wiring(expanded: dict[str, Any]) -> Wiring:
@@ -69,7 +77,8 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
     networks: dict[str, Any] = expanded["networks"]
     topo = expanded["topology"]
     switches = [*topo.get("core", {}), *topo.get("aggregation", {}), *topo.get("access", {})]
-    bridges = [Bridge(bridge_name(sw, net), sw, net, int(spec.get("mtu") or 1500))
+    tags = network_tags(list(networks))
+    bridges = [Bridge(bridge_name(sw, net, tags), sw, net, int(spec.get("mtu") or 1500))
                for sw in switches for net, spec in networks.items()]
     mtus = {net: int(spec.get("mtu") or 1500) for net, spec in networks.items()}
     edges: list[tuple[str, str, float]] = []
@@ -82,13 +91,14 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
     uplinks = []
     for n, (lower, upper, gbps) in enumerate(edges):
         for k, net in enumerate(networks):
-            uplinks.append(Uplink(f"up{n}n{k}l", f"up{n}n{k}u", bridge_name(lower, net),
-                                  bridge_name(upper, net), scaled_mbit(gbps, scale), mtus[net]))
+            uplinks.append(Uplink(f"up{n}n{k}l", f"up{n}n{k}u", bridge_name(lower, net, tags),
+                                  bridge_name(upper, net, tags), scaled_mbit(gbps, scale),
+                                  mtus[net]))
     ports = []
     for h, (host, spec) in enumerate(expanded["hosts"].items()):
         for k, (net, iface) in enumerate(spec.get("interfaces", {}).items()):
             ports.append(Port(host, net, iface["device"], f"h{h}n{k}-{host}"[:15],
-                              bridge_name(spec["access_switch"], net), iface["address"],
+                              bridge_name(spec["access_switch"], net, tags), iface["address"],
                               int(iface["prefixlen"]), int(iface.get("mtu") or mtus[net]),
                               scaled_mbit(float(spec.get("link_gbps") or 10), scale)))
     loops = len(edges) >= len(switches)  # a tree over n switches has n-1 edges

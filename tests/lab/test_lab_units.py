@@ -80,6 +80,13 @@ def test_interface_names_fit_the_kernel_and_are_unique(expanded: dict[str, Any])
     assert len(long) <= 15 and long != ifname("a-very-long-switch-name", "storage")
 
 
+def test_networks_sharing_a_prefix_get_their_own_bridges() -> None:
+    tags = topology.network_tags(["mgmt", "storage", "storage-b"])
+    assert tags == {"mgmt": "mgmt", "storage": "storage", "storage-b": "storage-b"}
+    names = {topology.bridge_name("tor1", net, tags) for net in tags}
+    assert len(names) == 3 and all(len(n) <= 15 for n in names)
+
+
 def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, Any]) -> None:
     assert topology.admin_addresses(expanded) == ("mgmt", ["10.40.0.2"], 24)
 
