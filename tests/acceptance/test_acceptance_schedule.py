@@ -95,3 +95,14 @@ def test_schedule_never_oversubscribes(racks: list[int], uplink: int, agg_uplink
     if uplink >= 10 * max(racks) and agg_uplink >= 10 * len(nodes):
         # nothing to split: the circle method's N-1 (or N) rounds
         assert len(rounds) <= len(nodes)
+
+
+def test_fixture_matches_the_live_expansion(expanded_lab: dict[str, Any]) -> None:
+    """The recorded expanded plan is what cluster_plan.api gives for the lab plan today."""
+    from pathlib import Path
+
+    from cluster_plan.api import load_expanded
+
+    plan = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "cluster.yml"
+    live = spec_from_expanded(load_expanded(str(plan)))
+    assert live == spec_from_expanded(expanded_lab)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cluster_plan.acceptance.fping import ProbeSample
 from cluster_plan.acceptance.iperf import BandwidthSample
 from cluster_plan.acceptance.spec import Criteria
@@ -139,3 +142,19 @@ def test_mtu_failure_is_localised() -> None:
     ]
     faults = nodes_at_fault(judge(bandwidth, probes, mtu, LAB))
     assert faults == [{"network": "compute", "node": "n4", "kind": "mtu", "kinds": ["mtu"]}]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    size=st.integers(min_value=3, max_value=12),
+    data=st.data(),
+)
+def test_faulty_nodes_are_named_exactly(size: int, data: st.DataObject) -> None:
+    """Any set of up to N-2 faulty nodes: every pair touching one fails; exactly they are named
+    (a healthy node is in |F| <= N-2 failing pairs, a faulty one in N-1)."""
+    names = [f"n{i:02d}" for i in range(size)]
+    faulty = set(data.draw(st.lists(st.sampled_from(names), max_size=size - 2, unique=True)))
+    failing = {(a, b): "slow" for a, b in itertools.combinations(names, 2) if {a, b} & faulty}
+    findings = localise(failing, "bandwidth", "compute")
+    assert {f.node for f in findings} == faulty if faulty else findings == []
+    assert all(f.node for f in findings)  # every failing pair explained by a named node
