@@ -52,6 +52,9 @@ class ArchiveProxy(BaseHTTPRequestHandler):
         if url.scheme != "http" or url.hostname not in ALLOWED_HOSTS or url.port not in (None, 80):
             self.send_error(403, f"the lab proxy does not fetch {url.hostname or self.path}")
             return
+        if "/.." in url.path or "\\" in url.path:  # a node must not steer the cache path
+            self.send_error(403, "the lab proxy refuses dot-dot paths")
+            return
         path = url.path + (f"?{url.query}" if url.query else "")
         cached = self.cache / url.hostname / url.path.lstrip("/")
         if any(marker in url.path for marker in IMMUTABLE) and cached.is_file():

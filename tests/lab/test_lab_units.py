@@ -206,7 +206,8 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
     thread.start()
     try:
         for method, target in (("GET", "http://example.com/"), ("CONNECT", "pypi.org:443"),
-                               ("GET", "http://deb.debian.org:8080/debian/")):
+                               ("GET", "http://deb.debian.org:8080/debian/"),
+                               ("GET", "http://deb.debian.org/debian/pool/../../etc/x.deb")):
             with socket.socket(socket.AF_UNIX) as client:
                 client.connect(str(sock_path))
                 client.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
