@@ -132,11 +132,19 @@ def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str
 
     names = for_plan(expanded)
     if transport == "lab-netns":
-        return {host: ["ip", "netns", "exec", names.node_ns(host)] for host in expanded["hosts"]}
-    lab = state.load(names.state_file)
-    if lab is None:
+        prefixes = {
+            host: ["ip", "netns", "exec", names.node_ns(host)]
+            for host in expanded["hosts"]
+            if Path("/run/netns", names.node_ns(host)).exists()
+        }
+    else:
+        lab = state.load(names.state_file)
+        nodes = lab.nodes.items() if lab else []
+        prefixes = {host: nsenter(ref, []) for host, ref in nodes if ref.alive()}
+    if not prefixes:
         raise SpecError(f"the lab {names.lab} is not up (cluster-plan lab up PLAN)")
-    return {host: nsenter(ref, []) for host, ref in lab.nodes.items() if ref.alive()}
+    # a node that is down is in no prefix: its measurements fail, it is never run here
+    return prefixes
 
 
 def _executor(

@@ -92,3 +92,15 @@ def test_acceptance_command_usage_errors(tmp_path: Path, capsys: pytest.CaptureF
     path.write_text(json.dumps(broken))
     assert main(["acceptance", "p.yml", "--expanded", str(path)]) == 2
     assert "acceptance.network" in capsys.readouterr().err
+
+
+def test_acceptance_in_a_lab_that_is_not_up(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            expanded_lab: dict[str, Any],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    pytest.importorskip("cluster_plan.lab")
+    monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", "no-such-lab-here")
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(expanded_lab))
+    for transport in ("lab", "lab-netns"):
+        assert main(["acceptance", "p.yml", "--expanded", str(path), "--transport", transport]) == 2
+        assert "is not up" in capsys.readouterr().err
