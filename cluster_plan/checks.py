@@ -142,12 +142,11 @@ def check_nodes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                       f"{MAX_NODES}", ("node_groups",))
     seen: dict[str, Node] = {}
     bad_names = 0
+    # one finding per pair of groups: two copies of a 40,000-node group are one mistake
+    duplicates: dict[tuple[str, str], list[str]] = defaultdict(list)
     for node in nodes:
         if node.name in seen:
-            other = seen[node.name]
-            yield Finding("duplicate-hostname", f"host {node.name} is produced by node groups "
-                          f"{other.group} and {node.group}", ("node_groups", node.group,
-                                                              "hostname"))
+            duplicates[(seen[node.name].group, node.group)].append(node.name)
         else:
             seen[node.name] = node
         if not _DNS_LABEL.match(node.name) and bad_names < 3:
@@ -155,6 +154,13 @@ def check_nodes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             yield Finding("hostname-invalid", f"{node.name!r} is not a valid DNS label "
                           "(a-z, 0-9 and '-', at most 63, no '-' at either end)",
                           ("node_groups", node.group, "hostname"))
+    for (first, second), names in duplicates.items():
+        hosts = f"host {names[0]} is" if len(names) == 1 else (
+            f"{len(names)} hosts ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) are")
+        by = (f"node group {first} more than once" if first == second
+              else f"both node groups {first} and {second}")
+        yield Finding("duplicate-hostname", f"{hosts} produced by {by}",
+                      ("node_groups", second, "hostname"))
     domain = plan["cluster"].get("domain", "")
     for name in seen:
         if len(name) + 1 + len(domain) > 253:
