@@ -167,3 +167,16 @@ def test_all_findings_are_collected_not_just_the_first():
     codes = {f[1] for f in findings(text)}
     assert {"address-outside", "unknown-reference", "ceph-failure-domains",
             "unknown-key"} <= codes
+
+
+def test_many_duplicate_hostnames_make_one_finding_per_pair_of_groups():
+    text = edit(('hostname: "cpu{n:02d}"', 'hostname: "gpu{n:02d}"'),
+                ("cpu: {count: 1,", "cpu: {count: 500,"),
+                ("gpu: {count: 2,", "gpu: {count: 500,"),
+                ("10.40.0.0/24", "10.40.0.0/20"), ("10.41.0.0/24", "10.41.0.0/20"))
+    result = validate_text(text, "plan.yml")
+    (finding,) = [f for f in result.findings if f.code == "duplicate-hostname"]
+    assert finding.json_path == "$.node_groups.cpu.hostname"
+    assert "gpu01" in finding.message
+    assert "500" in finding.message  # how many, not each one
+    assert "node groups gpu and cpu" in finding.message
