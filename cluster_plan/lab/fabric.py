@@ -23,7 +23,7 @@ def netns_exists(ns: str) -> bool:
 def lab_namespaces(names: LabNames, hosts: Iterable[str]) -> list[str]:
     """The lab's namespaces that exist, by exact name (a prefix could match another lab's:
     lab "acc" must never take lab "acc-2" down)."""
-    wanted = [names.fabric_ns, names.admin_ns, *(names.node_ns(h) for h in hosts)]
+    wanted = dict.fromkeys([names.fabric_ns, names.admin_ns, *(names.node_ns(h) for h in hosts)])
     return [ns for ns in wanted if netns_exists(ns)]
 
 
