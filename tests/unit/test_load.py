@@ -161,3 +161,16 @@ def test_an_endless_file_is_refused_without_reading_it_all():
     doc = load_plan_file("/dev/zero")
     assert codes(doc) == ["plan-too-large"]
     assert time.monotonic() - started < 10
+
+
+def test_crlf_line_endings_keep_positions():
+    unix = parse_plan_text(PLAN, "p.yml")
+    windows = parse_plan_text(PLAN.replace("\n", "\r\n").encode(), "p.yml")
+    assert windows.findings == []
+    assert windows.data == unix.data
+    assert windows.positions == unix.positions
+    assert windows.source_lines == unix.source_lines
+
+
+def test_utf16_is_not_text():
+    assert codes(parse_plan_text(PLAN.encode("utf-16"), "p.yml")) == ["not-text"]
