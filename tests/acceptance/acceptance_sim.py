@@ -12,19 +12,21 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cluster_plan.acceptance.execution import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def fixture(name: str) -> dict[str, object]:
-    return json.loads((FIXTURES / f"{name}.json").read_text())  # type: ignore[no-any-return]
+def fixture(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return loaded
 
 
 def fixture_result(name: str) -> CommandResult:
     f = fixture(name)
-    return CommandResult(tuple(f["argv"]), int(f["rc"]), str(f["stdout"]), str(f["stderr"]))  # type: ignore[arg-type]
+    return CommandResult(tuple(f["argv"]), int(f["rc"]), str(f["stdout"]), str(f["stderr"]))
 
 
 @dataclass
@@ -82,7 +84,7 @@ class SimulatedNetwork:
         sim = self.nodes[node]
         if sim.broken_iperf:
             f = fixture(sim.broken_iperf)
-            return CommandResult(tuple(argv), int(f["rc"]), str(f["stdout"]), str(f["stderr"]))  # type: ignore[call-overload]
+            return CommandResult(tuple(argv), int(f["rc"]), str(f["stdout"]), str(f["stderr"]))
         server = self.by_address[argv[argv.index("--client") + 1]]
         if "iperf3" not in self.nodes[server].tools:
             text = json.dumps(

@@ -12,4 +12,5 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture
 def expanded_lab() -> dict[str, Any]:
     """The lab plan expanded (recorded from cluster_plan.api.load_expanded)."""
-    return json.loads((FIXTURES / "expanded_lab.json").read_text())  # type: ignore[no-any-return]
+    loaded: dict[str, Any] = json.loads((FIXTURES / "expanded_lab.json").read_text())
+    return loaded

@@ -75,7 +75,7 @@ def test_timeout_fails() -> None:
 
 def test_fping_vcount_counts_losses_per_target() -> None:
     f = fixture("fping_vcount_loss")
-    samples = parse_fping_vcount(fixture_result("fping_vcount_loss"), f["targets"], f["probes"])  # type: ignore[arg-type]
+    samples = parse_fping_vcount(fixture_result("fping_vcount_loss"), f["targets"], f["probes"])
     clean, lossy = samples["127.0.0.2"], samples["127.0.0.3"]
     assert clean.ok and clean.sent == 50 and clean.received == 50 and clean.loss_pct == 0
     assert clean.median_ms is not None and clean.median_ms < 1
