@@ -23,7 +23,8 @@ from cluster_plan import cli
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SCHEMA = ROOT / "schemas" / "cluster-plan.schema.json"
-PLANS = sorted(p for p in (ROOT / "inventory").rglob("*.yml") if not p.name.startswith("."))
+PLANS = sorted(p for p in (ROOT / "inventory").rglob("*.y*ml")
+               if p.suffix in (".yml", ".yaml") and not p.name.startswith("."))
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
