@@ -101,7 +101,25 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
         return "empty", "must not be empty", None, path, False
     if kind == "uniqueItems":
         return "duplicate-item", "list items must be unique", None, path, False
+    if kind in ("oneOf", "anyOf"):
+        branches: list[Any] = list(error.validator_value)  # type: ignore[arg-type]
+        kinds = sorted({_KIND_NAMES.get(str(sub.get("type")), str(sub.get("type")))
+                        for sub in branches if isinstance(sub, dict) and "type" in sub})
+        desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+        if kinds:
+            return "type", f"expected {' or '.join(kinds)}, got {_kind(error.instance)}", \
+                desc, path, False
     return "schema", error.message, None, path, False
+
+
+_KIND_NAMES = {"array": "a list", "object": "a mapping", "integer": "an integer",
+               "string": "a string", "number": "a number", "boolean": "true or false"}
+
+
+def _kind(value: object) -> str:
+    return {"str": "a string", "int": "an integer", "float": "a number", "dict": "a mapping",
+            "list": "a list", "bool": "a boolean", "NoneType": "nothing"}.get(
+                type(value).__name__, type(value).__name__)
 
 
 def schema_findings(doc: PlanDocument) -> list[Finding]:
@@ -109,7 +127,6 @@ def schema_findings(doc: PlanDocument) -> list[Finding]:
     for top in _validator().iter_errors(doc.data):
         for error in _leaf_errors(top):
             for code, message, hint, path, at_key in _describe_all(error):
-                finding = Finding(f"schema-{code}" if code == "schema" else code, message, path,
-                                  hint=hint)
+                finding = Finding(code, message, path, hint=hint)
                 findings.append(doc.place(finding, key=at_key))
     return findings
