@@ -288,3 +288,60 @@ def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     assert result.returncode != 0
     assert "the lab 'never-up' is not up" in result.stdout + result.stderr, result.stdout
     assert time.monotonic() - started < 30
+
+
+def test_guard_refuses_plans_that_overlap_this_machine(expanded: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import netaddr
+
+    from cluster_plan.lab import guard
+
+    monkeypatch.setattr(guard, "_root_addresses", lambda: [netaddr.IPNetwork("192.0.2.2/24")])
+    monkeypatch.setattr(guard, "_root_routes", lambda: [
+        {"dst": "default", "gateway": "192.0.2.1"}, {"dst": "192.0.2.0/24"},
+        {"dst": "10.40.0.0/24", "type": "unreachable", "protocol": "250"}])
+    guard.check_no_overlap(expanded)  # our own guard routes are no overlap
+    monkeypatch.setattr(guard, "_root_routes", lambda: [{"dst": "10.41.0.0/16"}])
+    with pytest.raises(LabError, match=r"10\.41\.0\.0/24 overlaps this machine.s route"):
+        guard.check_no_overlap(expanded)
+    monkeypatch.setattr(guard, "_root_addresses", lambda: [netaddr.IPNetwork("10.42.0.5/24")])
+    monkeypatch.setattr(guard, "_root_routes", list)
+    with pytest.raises(LabError, match=r"10\.42\.0\.0/24 overlaps"):
+        guard.check_no_overlap(expanded)
+
+
+def test_machine_changes_are_undone_by_the_last_lab(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from cluster_plan.lab import hostchanges
+
+    sysctl = tmp_path / "sys"
+    (sysctl / "fs/inotify").mkdir(parents=True)
+    (sysctl / "fs/inotify/max_user_instances").write_text("128\n")
+    (sysctl / "fs/inotify/max_user_watches").write_text("9999999\n")
+    monkeypatch.setattr(hostchanges, "SYSCTL", sysctl)
+    monkeypatch.setattr(hostchanges, "netns_mounted", lambda: True)
+    runs = tmp_path / "run"
+    assert hostchanges.prepare(runs) == ["fs.inotify.max_user_instances"]
+    assert (sysctl / "fs/inotify/max_user_instances").read_text() == "8192"
+    (runs / "other").mkdir()
+    (runs / "other/state.json").write_text("{}")
+    hostchanges.undo_when_last(runs)  # another lab still runs: keep
+    assert (sysctl / "fs/inotify/max_user_instances").read_text() == "8192"
+    (runs / "other/state.json").unlink()
+    hostchanges.undo_when_last(runs)
+    assert (sysctl / "fs/inotify/max_user_instances").read_text() == "128"
+    assert (sysctl / "fs/inotify/max_user_watches").read_text() == "9999999\n"
+
+
+def test_state_round_trip_and_other_labs(tmp_path: Path) -> None:
+    from cluster_plan.lab import state
+    from cluster_plan.lab.proc import ProcRef
+
+    mine = state.LabState(lab="a", plan="/p.yml", nodes={"n1": ProcRef(10, 20)},
+                          faults={"n1": {"loss_pct": 2.0}}, cidrs=["10.40.0.0/24"])
+    state.save(tmp_path / "a" / "state.json", mine)
+    assert state.load(tmp_path / "a" / "state.json") == mine
+    state.save(tmp_path / "b" / "state.json",
+               state.LabState(lab="b", plan="/p.yml", cidrs=["10.41.0.0/24"]))
+    assert state.other_labs_cidrs(tmp_path, "a") == {"10.41.0.0/24"}
+    assert state.load(tmp_path / "missing.json") is None
