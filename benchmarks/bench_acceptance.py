@@ -80,6 +80,8 @@ def lab_bench() -> None:
             f"errors, {fig['seconds']:6.2f} s, median {fig['median_gbps']:.2f} Gb/s "
             f"(plan units), min {fig['min_gbps']:.2f}"
         )
+        if fig["first_error"]:
+            print(f"{'':>10}  first error: {fig['first_error']}")
     print(
         f"goal 1.3 x (N-1) x test = {goal:.2f} s; scheduled / goal = "
         f"{scheduled['seconds'] / goal:.2f}; ideal (N-1) x test = {(n - 1) * test_s:.1f} s, "
