@@ -21,6 +21,7 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
             "state": node.system_state(init) if init and alive else "down",
             "sshd": bool(init and alive and node.sshd_listening(init)),
             "fault": (st.faults.get(host) if st else None),
+            "pss_mib": round(node.memory_mib(names, host)["pss_mib"], 1) if alive else None,
         }
     services = {name: ref.alive() for name, ref in (st.services.items() if st else [])
                 if not name.startswith("boot-")}
@@ -38,14 +39,15 @@ def render(report: dict[str, Any]) -> str:
              f"({report['running']}/{report['total']} nodes reachable)"]
     if report["condition"] == "down":
         return lines[0]
-    lines.append(f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7}  FAULT")
+    lines.append(f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7} "
+                 f"{'PSS MiB':>8}  FAULT")
     for host, info in report["nodes"].items():
         fault = info["fault"]
         fault_text = "-" if not fault else ", ".join(
             f"{k}={v}" for k, v in fault.items() if v not in (None, False) and k != "ports")
         lines.append(f"{host:<12} {info['address'] or '-':<15} {info['state']:<12} "
-                     f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7}  "
-                     f"{fault_text}")
+                     f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7} "
+                     f"{info['pss_mib'] or '-':>8}  {fault_text}")
     for name, alive in report["services"].items():
         lines.append(f"service {name}: {'running' if alive else 'DEAD'}")
     if report["condition"] == "degraded":
