@@ -6,6 +6,7 @@ from typing import Any
 
 from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.names import LabNames
+from cluster_plan.lab.topology import digest
 
 
 def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
@@ -29,8 +30,12 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
     running = sum(1 for n in nodes.values() if n["sshd"])
     up = running == len(nodes) and all(services.values()) and bool(services)
     leftovers = bool(namespaces) or st is not None
-    return {"lab": names.lab, "up": up, "running": running, "total": len(nodes),
-            "condition": "up" if up else ("degraded" if leftovers else "down"),
+    stale = bool(st and st.wiring_digest and st.wiring_digest != digest(expanded))
+    condition = "degraded" if leftovers else "down"
+    if up:
+        condition = "outdated" if stale else "up"
+    return {"lab": names.lab, "up": up and not stale, "plan_changed": stale,
+            "running": running, "total": len(nodes), "condition": condition,
             "nodes": nodes, "services": services, "namespaces": namespaces}
 
 
@@ -50,6 +55,9 @@ def render(report: dict[str, Any]) -> str:
                      f"{info['pss_mib'] or '-':>8}  {fault_text}")
     for name, alive in report["services"].items():
         lines.append(f"service {name}: {'running' if alive else 'DEAD'}")
+    if report.get("plan_changed"):
+        lines.append("the plan changed since `lab up` (hosts, addresses or switches): "
+                     "`lab down` then `lab up`")
     if report["condition"] == "degraded":
         lines.append("some of the lab is missing: `lab down` then `lab up` rebuilds it")
     return "\n".join(lines)

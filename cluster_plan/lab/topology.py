@@ -105,6 +105,15 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
     return Wiring(bridges, uplinks, ports, loops)
 
 
+def digest(expanded: dict[str, Any]) -> str:
+    """What the running lab was built from: hosts, their links, and the switches."""
+    import hashlib
+    import json
+
+    shape = {"wiring": repr(wiring(expanded)), "admin": admin_addresses(expanded)}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def admin_addresses(expanded: dict[str, Any]) -> tuple[str, list[str], int]:
     """(network, addresses, prefixlen) the admin namespace holds on the first network.
 

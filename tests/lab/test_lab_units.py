@@ -87,6 +87,15 @@ def test_networks_sharing_a_prefix_get_their_own_bridges() -> None:
     assert len(names) == 3 and all(len(n) <= 15 for n in names)
 
 
+def test_wiring_digest_follows_addresses(expanded: dict[str, Any]) -> None:
+    import copy
+
+    changed = copy.deepcopy(expanded)
+    changed["hosts"]["gpu01"]["interfaces"]["compute"]["address"] = "10.41.0.99"
+    assert topology.digest(expanded) == topology.digest(copy.deepcopy(expanded))
+    assert topology.digest(changed) != topology.digest(expanded)
+
+
 def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, Any]) -> None:
     assert topology.admin_addresses(expanded) == ("mgmt", ["10.40.0.2"], 24)
 
