@@ -10,10 +10,13 @@ exported so that Ansible run by tests reaches this lab through the inventory plu
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +24,12 @@ from typing import Any
 import pytest
 
 from cluster_plan.lab import lifecycle, state
-from cluster_plan.lab.names import LabNames, for_plan
+from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_PLAN = REPO / "inventory" / "lab" / "cluster.yml"
+SESSION_WAIT_S = 1200.0
 TOOLS = ("debootstrap", "unshare", "nsenter", "ip", "tc", "nft", "iptables", "nc", "iperf3",
          "fping", "ssh", "ssh-keygen", "losetup")
 
@@ -69,24 +73,45 @@ class Lab:
         return str(self.expanded["hosts"][host]["interfaces"][network]["address"])
 
 
+@contextmanager
+def session_claim(lab_id: str, wait_s: float = SESSION_WAIT_S) -> Iterator[None]:
+    """Hold the lab id for a whole pytest session: a second session on this machine (another
+    engineer's) waits for the first instead of tearing its lab down under it."""
+    RUN_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(RUN_ROOT / f"{lab_id}.session.lock", "w") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"lab {lab_id!r} stayed busy with another test session for "
+                                f"{wait_s:.0f}s; set CLUSTER_PLAN_LAB_ID to use another id")
+                time.sleep(1)
+        yield
+
+
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     skip_unless_lab_machine()
     from cluster_plan.api import load_expanded
 
+    lab_id = os.environ.get("CLUSTER_PLAN_LAB_ID", "test")
     patch = pytest.MonkeyPatch()
-    patch.setenv("CLUSTER_PLAN_LAB_ID", os.environ.get("CLUSTER_PLAN_LAB_ID", "test"))
+    patch.setenv("CLUSTER_PLAN_LAB_ID", lab_id)
     try:
         expanded = load_expanded(str(LAB_PLAN))
     except BaseException:
         patch.undo()
         raise
-    try:
-        lifecycle.down(expanded)  # whatever an interrupted run left behind
-        lifecycle.up(expanded, str(LAB_PLAN))
-        yield Lab(LAB_PLAN, expanded, for_plan(expanded))
-    finally:
+    with session_claim(lab_id):
         try:
-            lifecycle.down(expanded)
+            lifecycle.down(expanded)  # whatever an interrupted run left behind
+            lifecycle.up(expanded, str(LAB_PLAN))
+            yield Lab(LAB_PLAN, expanded, for_plan(expanded))
         finally:
-            patch.undo()
+            try:
+                lifecycle.down(expanded)
+            finally:
+                patch.undo()

@@ -17,7 +17,7 @@ import pytest
 
 from cluster_plan.lab import fabric, guard, lifecycle, state, status
 from cluster_plan.lab.names import RUN_ROOT, for_plan
-from cluster_plan.lab.pytest_plugin import LAB_PLAN, skip_unless_lab_machine
+from cluster_plan.lab.pytest_plugin import LAB_PLAN, session_claim, skip_unless_lab_machine
 
 pytestmark = pytest.mark.lab
 LAB_ID = "t-life"
@@ -70,11 +70,12 @@ def own_lab(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     from cluster_plan.api import load_expanded
 
     expanded = load_expanded(str(LAB_PLAN))
-    lifecycle.down(expanded)
-    try:
-        yield expanded
-    finally:
+    with session_claim(LAB_ID):
         lifecycle.down(expanded)
+        try:
+            yield expanded
+        finally:
+            lifecycle.down(expanded)
 
 
 def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any]) -> None:
