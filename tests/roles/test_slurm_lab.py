@@ -6,7 +6,9 @@ takes it down again. Every command runs inside lab namespaces: on a node through
 lab's own mgmt bridge. Nothing is sent from the machine's own namespace.
 
 CLUSTER_PLAN_LAB_ID picks the lab instance (default: the plan's cluster name);
-CLUSTER_PLAN_LAB_PLAYBOOKS the playbooks converged (default: site.yml).
+CLUSTER_PLAN_LAB_PLAYBOOKS the playbooks converged (default: site.yml);
+CLUSTER_PLAN_LAB_CONVERGED=1 trusts that the lab is converged already and skips the two runs
+(and the tests that read their output), for quick iterations on the behaviour tests.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def lab() -> Iterator[Lab]:
             pytest.skip(f"lab unavailable: {(up.stderr or up.stdout)[-800:]}")
         brought_up = True
     try:
+        if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" and not brought_up:
+            skipped = subprocess.CompletedProcess([], 0, "", "")
+            yield Lab(expanded, skipped, skipped, (0.0, 0.0), brought_up, [])
+            return
         first, first_s = converge(PLAN)
         # The second run is verbose on purpose: secrets must stay hidden even then.
         second, second_s = converge(PLAN, "-v")
@@ -173,7 +179,13 @@ def expand_nodes(text: str) -> list[str]:
 # --- converge --------------------------------------------------------------------------
 
 
+def ran(lab: Lab) -> None:
+    if not lab.outputs:
+        pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
+
+
 def test_site_converges_without_failures(slurm: Lab):
+    ran(slurm)
     rows = recap(slurm.first.stdout)
     assert rows, slurm.first.stdout[-3000:]
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in rows.values()), rows
@@ -181,6 +193,7 @@ def test_site_converges_without_failures(slurm: Lab):
 
 
 def test_second_run_changes_nothing_on_any_host(slurm: Lab):
+    ran(slurm)
     assert slurm.second.returncode == 0, slurm.second.stdout[-3000:]
     rows = recap(slurm.second.stdout)
     assert set(rows) >= set(slurm.expanded["hosts"])
@@ -194,6 +207,7 @@ def test_munge_key_is_shared_private_and_never_printed(slurm: Lab):
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
     key = base64.b64decode(key_b64)
     assert len(key) >= 32
+    ran(slurm)
     for host in [*slurm.group("slurm_compute"), controller]:
         stat = slurm.sh(host, "stat -c '%a %U' /etc/munge/munge.key && "
                               "sha256sum < /etc/munge/munge.key").split()
@@ -284,27 +298,24 @@ def test_dataset_job_runs_elsewhere_when_the_data_racks_are_busy(slurm: Lab):
 
 
 def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: Lab):
-    """With the lowest-weight node of the bigger switch busy, weight order alone would take one
-    node per switch; --switches=1 must keep both under one access switch."""
-    compute = slurm.group("slurm_compute")
-    by_switch: dict[str, list[str]] = {}
-    for host in compute:
-        by_switch.setdefault(slurm.expanded["hosts"][host]["access_switch"], []).append(host)
-    big = max(by_switch, key=lambda s: len(by_switch[s]))
-    assert len(by_switch[big]) >= 3, "the lab plan needs an access switch with 3 compute nodes"
-    plain = [h for h in by_switch[big] if not slurm.expanded["hosts"][h]["accelerators"]]
-    blocker = sbatch(slurm, f"-p all -w {plain[0]} --exclusive -t 5 --wrap 'sleep 300'")
+    """Weight, then node order alone would take the two lightest nodes, which sit under two
+    access switches in the lab plan; --switches=1 must keep the job under one."""
+    import slurm_policy
+
+    hosts = [slurm.expanded["hosts"][h] for h in slurm.group("slurm_compute")]
+    by_weight = sorted(slurm_policy.slurm_node_records(hosts), key=lambda n: (n["weight"],
+                                                                               n["name"]))
+    naive = {slurm.expanded["hosts"][n["name"]]["access_switch"] for n in by_weight[:2]}
+    assert len(naive) == 2, "the lab plan no longer makes this test discriminate"
+    job = sbatch(slurm, "-p all -N2 --switches=1 -t 2 --wrap 'sleep 30'")
     try:
-        assert wait_running(slurm, blocker)["state"] == "RUNNING"
-        job = sbatch(slurm, "-p all -N2 --switches=1 -t 2 --wrap 'sleep 30'")
         info = wait_running(slurm, job)
-        scancel(slurm, job)
-        assert info["state"] == "RUNNING", info
-        nodes = expand_nodes(info["nodes"])
-        switches = {slurm.expanded["hosts"][n]["access_switch"] for n in nodes}
-        assert len(nodes) == 2 and switches == {big}, info
     finally:
-        scancel(slurm, blocker)
+        scancel(slurm, job)
+    assert info["state"] == "RUNNING", info
+    nodes = expand_nodes(info["nodes"])
+    switches = {slurm.expanded["hosts"][n]["access_switch"] for n in nodes}
+    assert len(nodes) == 2 and len(switches) == 1, info
 
 
 # --- firewall ------------------------------------------------------------------------------
@@ -370,6 +381,17 @@ def probe_from_namespace(ns: str, host: str, port: int, source: str) -> str:
     return result.stdout.strip()
 
 
+def ssh_reachable(ns: str, host: str, source: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe_from_namespace(ns, host, 22, source) == "open":
+            return True
+        # From the gateway address: the node's ARP reply refreshes its entry for it.
+        probe_from_namespace(ns, host, 22, "")
+        time.sleep(1)
+    return False
+
+
 def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outside_namespace):
     ns, source = outside_namespace
     controller = slurm.group("slurm_controller")[0]
@@ -377,7 +399,9 @@ def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outsi
     ctl_addr = slurm.expanded["hosts"][controller]["address"]
     cmp_addr = slurm.expanded["hosts"][compute]["address"]
     # SSH answers from outside: the path works, so a closed port is the firewall's doing.
-    assert probe_from_namespace(ns, ctl_addr, 22, source) == "open"
+    # (Retried: a node may still hold the gateway's MAC from an earlier outside namespace.)
+    for address in (ctl_addr, cmp_addr):
+        assert ssh_reachable(ns, address, source), address
     assert probe_from_namespace(ns, ctl_addr, 6817, source).startswith("closed")
     assert probe_from_namespace(ns, cmp_addr, 6818, source).startswith("closed")
     # From a cluster node both answer.
