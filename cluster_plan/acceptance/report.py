@@ -27,7 +27,8 @@ from cluster_plan.acceptance.verdicts import (
 )
 
 SCHEMA_ID = "https://cluster-plan.dev/schemas/acceptance-report.schema.json"
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "acceptance-report.schema.json"
+# data/acceptance-report.schema.json links to schemas/, so checkouts and wheels both find it
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "acceptance-report.schema.json"
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
