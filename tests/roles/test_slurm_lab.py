@@ -202,6 +202,17 @@ def test_second_run_changes_nothing_on_any_host(slurm: Lab):
         ln for ln in slurm.second.stdout.splitlines() if ln.startswith("changed:"))
 
 
+def test_check_mode_on_the_converged_lab_reports_no_change(slurm: Lab):
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(PLAN), "--check",
+         "playbooks/common.yml", "playbooks/slurm.yml"], cwd=ROOT, env=_env(),
+        capture_output=True, text=True, timeout=CONVERGE_TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stdout[-3000:]
+    rows = recap(result.stdout)
+    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, "\n".join(
+        ln for ln in result.stdout.splitlines() if ln.startswith("changed:"))
+
+
 def test_munge_key_is_shared_private_and_never_printed(slurm: Lab):
     controller = slurm.group("slurm_controller")[0]
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
