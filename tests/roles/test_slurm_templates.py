@@ -100,3 +100,11 @@ def test_slurmdbd_conf_takes_the_generated_password(lab_expanded):
                   {"slurm_dbd_pass": {"content": "czNjcjN0Cg=="}})
     assert "StoragePass=s3cr3t" in lines(text)
     assert "AuthType=auth/munge" in lines(text)
+
+
+def test_two_controllers_make_an_ha_pair(lab_expanded):
+    lab_expanded["groups"]["slurm_controller"] = ["head01", "stor01"]
+    body = lines(render("slurm", "slurm.conf.j2", lab_expanded, "gpu01"))
+    hosts = [ln for ln in body if ln.startswith("SlurmctldHost=")]
+    assert hosts == [f"SlurmctldHost=head01({lab_expanded['hosts']['head01']['address']})",
+                     f"SlurmctldHost=stor01({lab_expanded['hosts']['stor01']['address']})"]
