@@ -92,9 +92,18 @@ def session_claim(lab_id: str, wait_s: float = SESSION_WAIT_S) -> Iterator[None]
         yield
 
 
+# The lab this test process brought up. Each conftest or module that imports `lab` registers
+# its own copy of the fixture, and pytest sets each copy up once: the first brings the lab
+# up and owns it, the others share it.
+_SESSION_LABS: list[Lab] = []
+
+
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     skip_unless_lab_machine()
+    if _SESSION_LABS:
+        yield _SESSION_LABS[0]
+        return
     from cluster_plan.api import load_expanded
 
     lab_id = os.environ.get("CLUSTER_PLAN_LAB_ID", "test")
@@ -109,8 +118,10 @@ def lab() -> Iterator[Lab]:
         try:
             lifecycle.down(expanded)  # whatever an interrupted run left behind
             lifecycle.up(expanded, str(LAB_PLAN))
-            yield Lab(LAB_PLAN, expanded, for_plan(expanded))
+            _SESSION_LABS.append(Lab(LAB_PLAN, expanded, for_plan(expanded)))
+            yield _SESSION_LABS[0]
         finally:
+            _SESSION_LABS.clear()
             try:
                 lifecycle.down(expanded)
             finally:
