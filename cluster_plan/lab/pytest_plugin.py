@@ -13,12 +13,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -92,6 +94,11 @@ def session_claim(lab_id: str, wait_s: float = SESSION_WAIT_S) -> Iterator[None]
         yield
 
 
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM (a CI timeout) ends the session like Ctrl-C, so the lab is still taken down."""
+    raise KeyboardInterrupt
+
+
 # The lab this test process brought up. Each conftest or module that imports `lab` registers
 # its own copy of the fixture, and pytest sets each copy up once: the first brings the lab
 # up and owns it, the others share it.
@@ -114,6 +121,7 @@ def lab() -> Iterator[Lab]:
     except BaseException:
         patch.undo()
         raise
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     with session_claim(lab_id):
         try:
             lifecycle.down(expanded)  # whatever an interrupted run left behind
@@ -126,3 +134,4 @@ def lab() -> Iterator[Lab]:
                 lifecycle.down(expanded)
             finally:
                 patch.undo()
+                signal.signal(signal.SIGTERM, previous)
