@@ -1,14 +1,14 @@
 """The plan's scheduling policy, proven on the lab after `site.yml`.
 
-Needs root. Uses the lab that is up (`cluster-plan lab up`, `make lab`) or brings one up and
-takes it down again. Every command runs inside lab namespaces: on a node through
-`cluster-plan lab run` (nsenter), or in a namespace this module makes and removes, cabled to the
-lab's own mgmt bridge. Nothing is sent from the machine's own namespace.
+The lab is the session lab of `cluster_plan.lab.pytest_plugin` (id `test`, brought up fresh
+and taken down at the end of the session; it skips with the reason when not root or a host
+tool is missing). Every command runs inside lab namespaces: on a node through
+`cluster-plan lab run` (nsenter), or in a namespace this module makes and removes, cabled to
+the lab's own mgmt bridge. Nothing is sent from the machine's own namespace.
 
-CLUSTER_PLAN_LAB_ID picks the lab instance (default: the plan's cluster name);
-CLUSTER_PLAN_LAB_PLAYBOOKS the playbooks converged (default: site.yml);
-CLUSTER_PLAN_LAB_CONVERGED=1 trusts that the lab is converged already and skips the two runs
-(and the tests that read their output), for quick iterations on the behaviour tests.
+CLUSTER_PLAN_LAB_PLAYBOOKS names the playbooks converged (default: site.yml).
+CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it is
+(no session lab, no converge, the tests reading converge output skip): quick iterations.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ import pytest
 import yaml
 
 from cluster_plan.api import load_expanded
+
+# The shared session lab fixture (`lab`), requested by `slurm_lab` below.
+from cluster_plan.lab.pytest_plugin import lab
 
 pytestmark = pytest.mark.lab
 
@@ -78,12 +81,11 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 @dataclass
-class Lab:
+class SlurmLab:
     expanded: dict[str, Any]
     first: subprocess.CompletedProcess[str]
     second: subprocess.CompletedProcess[str]
     seconds: tuple[float, float]
-    brought_up: bool
     outputs: list[str] = field(default_factory=list)
 
     def sh(self, host: str, script: str, timeout: float = 180) -> str:
@@ -96,43 +98,31 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root (namespaces, bridges, mounts)")
+def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
     expanded = load_expanded(str(PLAN))
-    brought_up = False
-    if cli("lab", "status", str(PLAN)).returncode != 0:
-        if not shutil.which("debootstrap"):
-            pytest.skip("lab not up and debootstrap missing (make deps)")
-        up = cli("lab", "up", str(PLAN), timeout=900)
-        if up.returncode != 0:
-            pytest.skip(f"lab unavailable: {(up.stderr or up.stdout)[-800:]}")
-        brought_up = True
-    try:
-        if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" and not brought_up:
-            skipped = subprocess.CompletedProcess([], 0, "", "")
-            yield Lab(expanded, skipped, skipped, (0.0, 0.0), brought_up, [])
-            return
-        first, first_s = converge(PLAN)
-        # The second run is verbose on purpose: secrets must stay hidden even then.
-        second, second_s = converge(PLAN, "-v")
-        yield Lab(expanded, first, second, (first_s, second_s), brought_up,
-                  [first.stdout + first.stderr, second.stdout + second.stderr])
-    finally:
-        if brought_up:
-            cli("lab", "down", str(PLAN), timeout=300)
+    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
+        if os.geteuid() != 0 or cli("lab", "status", str(PLAN)).returncode != 0:
+            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1 but no lab is up under this id")
+        skipped = subprocess.CompletedProcess([], 0, "", "")
+        return SlurmLab(expanded, skipped, skipped, (0.0, 0.0), [])
+    request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
+    first, first_s = converge(PLAN)
+    # The second run is verbose on purpose: secrets must stay hidden even then.
+    second, second_s = converge(PLAN, "-v")
+    return SlurmLab(expanded, first, second, (first_s, second_s),
+                    [first.stdout + first.stderr, second.stdout + second.stderr])
 
 
 @pytest.fixture
-def slurm(lab: Lab) -> Lab:
-    if lab.first.returncode != 0:
-        pytest.fail("site.yml failed on the lab:\n" + lab.first.stdout[-6000:])
-    return lab
+def slurm(slurm_cluster: SlurmLab) -> SlurmLab:
+    if slurm_lab.first.returncode != 0:
+        pytest.fail("site.yml failed on the lab:\n" + slurm_lab.first.stdout[-6000:])
+    return slurm_lab
 
 
-def job_env(lab: Lab, options: str, command: str = "true") -> dict[str, str]:
+def job_env(cluster: SlurmLab, options: str, command: str = "true") -> dict[str, str]:
     """srun OPTIONS on the controller; returns the job's host, partition and GPUs."""
-    out = lab.sh(lab.group("slurm_controller")[0],
+    out = cluster.sh(cluster.group("slurm_controller")[0],
                  f"cd /tmp && timeout 120 srun -t 1 {options} sh -c "
                  "'echo host=$(hostname) partition=$SLURM_JOB_PARTITION "
                  f"gpus=$CUDA_VISIBLE_DEVICES; {command}'")
@@ -140,13 +130,13 @@ def job_env(lab: Lab, options: str, command: str = "true") -> dict[str, str]:
     return dict(part.split("=", 1) for part in line.split())
 
 
-def squeue(lab: Lab, job: str) -> dict[str, str]:
-    out = lab.sh(lab.group("slurm_controller")[0], f"squeue -h -j {job} -o '%T|%N|%P'")
+def squeue(cluster: SlurmLab, job: str) -> dict[str, str]:
+    out = cluster.sh(cluster.group("slurm_controller")[0], f"squeue -h -j {job} -o '%T|%N|%P'")
     state, nodes, partition = ([*out.strip().split("|"), "", "", ""])[:3]
     return {"state": state, "nodes": nodes, "partition": partition}
 
 
-def wait_running(lab: Lab, job: str, timeout: float = 90) -> dict[str, str]:
+def wait_running(cluster: SlurmLab, job: str, timeout: float = 90) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
         info = squeue(lab, job)
@@ -155,13 +145,14 @@ def wait_running(lab: Lab, job: str, timeout: float = 90) -> dict[str, str]:
         time.sleep(2)
 
 
-def sbatch(lab: Lab, options: str) -> str:
-    out = lab.sh(lab.group("slurm_controller")[0], f"cd /tmp && sbatch --parsable {options}")
+def sbatch(cluster: SlurmLab, options: str) -> str:
+    controller = cluster.group("slurm_controller")[0]
+    out = cluster.sh(controller, f"cd /tmp && sbatch --parsable {options}")
     return out.strip().split(";")[0]
 
 
-def scancel(lab: Lab, *jobs: str) -> None:
-    on_node(lab.group("slurm_controller")[0], "scancel " + " ".join(jobs))
+def scancel(cluster: SlurmLab, *jobs: str) -> None:
+    on_node(cluster.group("slurm_controller")[0], "scancel " + " ".join(jobs))
 
 
 def expand_nodes(text: str) -> list[str]:
@@ -179,12 +170,12 @@ def expand_nodes(text: str) -> list[str]:
 # --- converge --------------------------------------------------------------------------
 
 
-def ran(lab: Lab) -> None:
-    if not lab.outputs:
+def ran(cluster: SlurmLab) -> None:
+    if not cluster.outputs:
         pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
 
 
-def test_site_converges_without_failures(slurm: Lab):
+def test_site_converges_without_failures(slurm: SlurmLab):
     ran(slurm)
     rows = recap(slurm.first.stdout)
     assert rows, slurm.first.stdout[-3000:]
@@ -192,7 +183,7 @@ def test_site_converges_without_failures(slurm: Lab):
     print(f"first converge {slurm.seconds[0]:.0f}s, re-run {slurm.seconds[1]:.0f}s")
 
 
-def test_second_run_changes_nothing_on_any_host(slurm: Lab):
+def test_second_run_changes_nothing_on_any_host(slurm: SlurmLab):
     ran(slurm)
     assert slurm.second.returncode == 0, slurm.second.stdout[-3000:]
     rows = recap(slurm.second.stdout)
@@ -202,7 +193,7 @@ def test_second_run_changes_nothing_on_any_host(slurm: Lab):
         ln for ln in slurm.second.stdout.splitlines() if ln.startswith("changed:"))
 
 
-def test_check_mode_on_the_converged_lab_reports_no_change(slurm: Lab):
+def test_check_mode_on_the_converged_lab_reports_no_change(slurm: SlurmLab):
     result = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", str(PLAN), "--check",
          "playbooks/common.yml", "playbooks/slurm.yml"], cwd=ROOT, env=_env(),
@@ -213,7 +204,7 @@ def test_check_mode_on_the_converged_lab_reports_no_change(slurm: Lab):
         ln for ln in result.stdout.splitlines() if ln.startswith("changed:"))
 
 
-def test_munge_key_is_shared_private_and_never_printed(slurm: Lab):
+def test_munge_key_is_shared_private_and_never_printed(slurm: SlurmLab):
     controller = slurm.group("slurm_controller")[0]
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
     key = base64.b64decode(key_b64)
@@ -234,7 +225,7 @@ def test_munge_key_is_shared_private_and_never_printed(slurm: Lab):
 # --- partitions and routing --------------------------------------------------------------
 
 
-def test_one_partition_per_workload_class_and_every_node_idle(slurm: Lab):
+def test_one_partition_per_workload_class_and_every_node_idle(slurm: SlurmLab):
     out = slurm.sh(slurm.group("slurm_controller")[0], "sinfo -h -N -o '%N %R %t'")
     rows = [ln.split() for ln in out.splitlines() if ln.strip()]
     partitions = {p.rstrip("*") for _, p, _ in rows}
@@ -244,27 +235,27 @@ def test_one_partition_per_workload_class_and_every_node_idle(slurm: Lab):
     assert {s for _, _, s in rows} == {"idle"}, rows
 
 
-def test_gpu_job_lands_in_the_gpu_pool_with_its_gpu_visible(slurm: Lab):
+def test_gpu_job_lands_in_the_gpu_pool_with_its_gpu_visible(slurm: SlurmLab):
     job = job_env(slurm, "--gres=gpu:1")
     assert job["host"] in slurm.group("pool_gpu")
     assert job["partition"] == "training"
     assert job["gpus"] in {"0", "1"}
 
 
-def test_plain_job_lands_in_the_general_class_nodes(slurm: Lab):
+def test_plain_job_lands_in_the_general_class_nodes(slurm: SlurmLab):
     job = job_env(slurm, "")
     general = slurm.expanded["scheduler"]["workload_classes"]["general"]["pool"]
     assert job["host"] in slurm.group(f"pool_{general}")
     assert job["partition"] == "general"
 
 
-def test_inference_job_lands_in_the_accelerator_pool(slurm: Lab):
+def test_inference_job_lands_in_the_accelerator_pool(slurm: SlurmLab):
     job = job_env(slurm, "--comment=class:inference")
     assert job["host"] in slurm.group("pool_accel")
     assert job["partition"] == "inference"
 
 
-def test_unknown_class_is_rejected_with_the_known_ones(slurm: Lab):
+def test_unknown_class_is_rejected_with_the_known_ones(slurm: SlurmLab):
     result = on_node(slurm.group("slurm_controller")[0],
                      "cd /tmp && timeout 60 srun -t 1 --comment=class:quantum true")
     assert result.returncode != 0
@@ -274,14 +265,15 @@ def test_unknown_class_is_rejected_with_the_known_ones(slurm: Lab):
 # --- data locality -----------------------------------------------------------------------
 
 
-def dataset_racks_hosts(lab: Lab, dataset: str, pool: str) -> tuple[list[str], list[str]]:
-    racks = lab.expanded["scheduler"]["datasets"][dataset]["racks"]
-    holders = [h for h in lab.group(f"pool_{pool}") if lab.expanded["hosts"][h]["rack"] in racks]
-    others = [h for h in lab.group(f"pool_{pool}") if h not in holders]
+def dataset_racks_hosts(cluster: SlurmLab, dataset: str, pool: str) -> tuple[list[str], list[str]]:
+    racks = cluster.expanded["scheduler"]["datasets"][dataset]["racks"]
+    hosts = cluster.expanded["hosts"]
+    holders = [h for h in cluster.group(f"pool_{pool}") if hosts[h]["rack"] in racks]
+    others = [h for h in cluster.group(f"pool_{pool}") if h not in holders]
     return holders, others
 
 
-def test_dataset_job_prefers_the_racks_holding_the_data(slurm: Lab):
+def test_dataset_job_prefers_the_racks_holding_the_data(slurm: SlurmLab):
     holders, others = dataset_racks_hosts(slurm, "imagenet", "gpu")
     assert holders and others
     # Control: a preference does steer placement here (the other rack when asked for it).
@@ -292,7 +284,7 @@ def test_dataset_job_prefers_the_racks_holding_the_data(slurm: Lab):
     assert job["host"] in holders
 
 
-def test_dataset_job_runs_elsewhere_when_the_data_racks_are_busy(slurm: Lab):
+def test_dataset_job_runs_elsewhere_when_the_data_racks_are_busy(slurm: SlurmLab):
     holders, others = dataset_racks_hosts(slurm, "imagenet", "gpu")
     blockers = [sbatch(slurm, f"-p training -w {h} --exclusive -t 5 --wrap 'sleep 300'")
                 for h in holders]
@@ -308,7 +300,7 @@ def test_dataset_job_runs_elsewhere_when_the_data_racks_are_busy(slurm: Lab):
 # --- topology ------------------------------------------------------------------------------
 
 
-def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: Lab):
+def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: SlurmLab):
     """Weight, then node order alone would take the two lightest nodes, which sit under two
     access switches in the lab plan; --switches=1 must keep the job under one."""
     import slurm_policy
@@ -347,7 +339,7 @@ except OSError as err:
 
 
 @pytest.fixture
-def outside_namespace(slurm: Lab) -> Iterator[tuple[str, str]]:
+def outside_namespace(slurm: SlurmLab) -> Iterator[tuple[str, str]]:
     """A namespace of our own on the lab's mgmt bridge, speaking from an address outside every
     plan network (198.51.100.7, TEST-NET-2). It also holds the mgmt gateway address, so the
     nodes' replies (default route via the plan's gateway) come back to it."""
@@ -427,7 +419,7 @@ def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outsi
 # --- change without killing work (last: it adds a node to the lab) -----------------------
 
 
-def test_running_job_survives_a_rerun_that_adds_a_node(slurm: Lab, tmp_path: Path):
+def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path: Path):
     """A plan change that adds compute nodes, rolled out while a job runs.
 
     The lab cannot grow while it runs (`lab up` refuses a plan whose hosts changed), so the
@@ -468,8 +460,7 @@ def test_running_job_survives_a_rerun_that_adds_a_node(slurm: Lab, tmp_path: Pat
         assert out.split() == [str(len(added)), "idle"], out
     finally:
         scancel(slurm, job)
-        if not slurm.brought_up:
-            # A lab someone else brought up goes back to its own plan's Slurm configuration.
-            converge(PLAN)
-            for host in added:
-                on_node(host, "systemctl disable --now slurmd")
+        # The lab is shared with later tests: back to the lab plan's Slurm configuration.
+        converge(PLAN)
+        for host in added:
+            on_node(host, "systemctl disable --now slurmd")
