@@ -114,7 +114,7 @@ def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
 
 
 @pytest.fixture
-def slurm(slurm_cluster: SlurmLab) -> SlurmLab:
+def slurm(slurm_lab: SlurmLab) -> SlurmLab:
     if slurm_lab.first.returncode != 0:
         pytest.fail("site.yml failed on the lab:\n" + slurm_lab.first.stdout[-6000:])
     return slurm_lab
