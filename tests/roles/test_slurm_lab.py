@@ -31,7 +31,7 @@ import yaml
 from cluster_plan.api import load_expanded
 
 # The shared session lab fixture (`lab`), requested by `slurm_lab` below.
-from cluster_plan.lab.pytest_plugin import lab
+from cluster_plan.lab.pytest_plugin import lab  # noqa: F401
 
 pytestmark = pytest.mark.lab
 
@@ -139,7 +139,7 @@ def squeue(cluster: SlurmLab, job: str) -> dict[str, str]:
 def wait_running(cluster: SlurmLab, job: str, timeout: float = 90) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        info = squeue(lab, job)
+        info = squeue(cluster, job)
         if info["state"] == "RUNNING" or time.monotonic() > deadline:
             return info
         time.sleep(2)
