@@ -13,7 +13,13 @@ from typing import Any
 from cluster_plan.lab import fabric, guard, hardware, hostchanges, node, rootfs, sitesvc, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
-from cluster_plan.lab.topology import admin_addresses, digest, wiring
+from cluster_plan.lab.topology import (
+    admin_addresses,
+    fabric_digest,
+    host_digests,
+    plan_changes,
+    wiring,
+)
 
 BOOT_TIMEOUT_S = 180
 
@@ -49,17 +55,22 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
 
 def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> bool:
     current = state.load(names.state_file)
-    built_from = digest(expanded)
-    if current is not None and current.wiring_digest not in ("", built_from):
-        raise LabError(f"lab {names.lab} runs an earlier version of the plan (hosts, addresses "
-                       "or switches changed): run `lab down` then `lab up`")
+    if current is not None:
+        changed, added = plan_changes(expanded, current.fabric_digest, current.host_digests)
+        if changed:
+            raise LabError(f"lab {names.lab} runs an earlier version of the plan ("
+                           f"{', '.join(changed)} changed or went away): run `lab down` then "
+                           "`lab up`")
+        if added and "site-dns-ntp" in current.services:  # its zone must learn the new hosts
+            current.services.pop("site-dns-ntp").stop()
     if is_up(names, current, expanded):
         return False
     if current is None:
         guard.check_no_overlap(expanded)
     st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
     st.cidrs = guard.plan_cidrs(expanded)
-    st.wiring_digest = built_from
+    st.fabric_digest = fabric_digest(expanded)
+    st.host_digests = host_digests(expanded)
     state.save(names.state_file, st)
     for key in hostchanges.prepare():
         print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)

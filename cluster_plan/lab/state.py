@@ -27,7 +27,8 @@ class LabState:
     faults: dict[str, dict[str, Any]] = field(default_factory=dict)
     loops: dict[str, str] = field(default_factory=dict)
     cidrs: list[str] = field(default_factory=list)
-    wiring_digest: str = ""
+    fabric_digest: str = ""
+    host_digests: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -48,7 +49,8 @@ def load(path: Path) -> LabState | None:
         lab=raw["lab"], plan=raw["plan"], nodes=_refs(raw.get("nodes", {})),
         services=_refs(raw.get("services", {})), delays=_refs(raw.get("delays", {})),
         faults=raw.get("faults", {}), loops=raw.get("loops", {}), cidrs=list(raw.get("cidrs", [])),
-        wiring_digest=str(raw.get("wiring_digest", "")),
+        fabric_digest=str(raw.get("fabric_digest", "")),
+        host_digests=dict(raw.get("host_digests", {})),
     )
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.names import LabNames
-from cluster_plan.lab.topology import digest
+from cluster_plan.lab.topology import plan_changes
 
 
 def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
     running = sum(1 for n in nodes.values() if n["sshd"])
     up = running == len(nodes) and all(services.values()) and bool(services)
     leftovers = bool(namespaces) or st is not None
-    stale = bool(st and st.wiring_digest and st.wiring_digest != digest(expanded))
+    stale = bool(st and plan_changes(expanded, st.fabric_digest, st.host_digests)[0])
     condition = "degraded" if leftovers else "down"
     if up:
         condition = "outdated" if stale else "up"

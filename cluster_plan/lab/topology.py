@@ -95,9 +95,11 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
                                   bridge_name(upper, net, tags), scaled_mbit(gbps, scale),
                                   mtus[net]))
     ports = []
-    for h, (host, spec) in enumerate(expanded["hosts"].items()):
-        for k, (net, iface) in enumerate(spec.get("interfaces", {}).items()):
-            ports.append(Port(host, net, iface["device"], f"h{h}n{k}-{host}"[:15],
+    net_index = {net: k for k, net in enumerate(networks)}
+    for host, spec in expanded["hosts"].items():
+        for net, iface in spec.get("interfaces", {}).items():
+            # named by host, not position, so that a plan that grows renames no cable
+            ports.append(Port(host, net, iface["device"], ifname(host, f"n{net_index[net]}"),
                               bridge_name(spec["access_switch"], net, tags), iface["address"],
                               int(iface["prefixlen"]), int(iface.get("mtu") or mtus[net]),
                               scaled_mbit(float(spec.get("link_gbps") or 10), scale)))
@@ -105,13 +107,35 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
     return Wiring(bridges, uplinks, ports, loops)
 
 
-def digest(expanded: dict[str, Any]) -> str:
-    """What the running lab was built from: hosts, their links, and the switches."""
+def _digest(shape: object) -> str:
     import hashlib
-    import json
 
-    shape = {"wiring": repr(wiring(expanded)), "admin": admin_addresses(expanded)}
-    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
+
+
+def fabric_digest(expanded: dict[str, Any]) -> str:
+    """What the running fabric was built from: switches, uplinks, networks, admin addresses."""
+    wires = wiring(expanded)
+    return _digest((wires.bridges, wires.uplinks, wires.loops, admin_addresses(expanded)))
+
+
+def host_digests(expanded: dict[str, Any]) -> dict[str, str]:
+    """Per host, what its node was built from: its cables and its stand-in hardware."""
+    ports = wiring(expanded).ports
+    return {host: _digest(([p for p in ports if p.host == host], spec.get("accelerators"),
+                           spec.get("disks"), spec.get("hostname")))
+            for host, spec in expanded["hosts"].items()}
+
+
+def plan_changes(expanded: dict[str, Any], fabric: str,
+                 hosts: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(what changed under a running lab and needs down/up, hosts that can simply be added)."""
+    if fabric and fabric != fabric_digest(expanded):
+        return ["switches, networks or service addresses"], []
+    now = host_digests(expanded)
+    changed = [h for h, d in hosts.items() if now.get(h) != d]
+    added = [h for h in now if hosts and h not in hosts]
+    return [f"host {h}" for h in changed], added
 
 
 def admin_addresses(expanded: dict[str, Any]) -> tuple[str, list[str], int]:

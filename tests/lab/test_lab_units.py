@@ -87,13 +87,25 @@ def test_networks_sharing_a_prefix_get_their_own_bridges() -> None:
     assert len(names) == 3 and all(len(n) <= 15 for n in names)
 
 
-def test_wiring_digest_follows_addresses(expanded: dict[str, Any]) -> None:
+def test_a_running_lab_may_grow_but_not_change(expanded: dict[str, Any]) -> None:
     import copy
 
+    fabric, hosts = topology.fabric_digest(expanded), topology.host_digests(expanded)
+    assert topology.plan_changes(copy.deepcopy(expanded), fabric, hosts) == ([], [])
     changed = copy.deepcopy(expanded)
     changed["hosts"]["gpu01"]["interfaces"]["compute"]["address"] = "10.41.0.99"
-    assert topology.digest(expanded) == topology.digest(copy.deepcopy(expanded))
-    assert topology.digest(changed) != topology.digest(expanded)
+    assert topology.plan_changes(changed, fabric, hosts) == (["host gpu01"], [])
+    grown = copy.deepcopy(expanded)
+    hosts_in_order = list(grown["hosts"].items())
+    extra = copy.deepcopy(grown["hosts"]["gpu02"]) | {"hostname": "gpu03"}
+    grown["hosts"] = dict([*hosts_in_order[:3], ("gpu03", extra), *hosts_in_order[3:]])
+    assert topology.plan_changes(grown, fabric, hosts) == ([], ["gpu03"])  # no cable renamed
+    shrunk = copy.deepcopy(expanded)
+    del shrunk["hosts"]["stor03"]
+    assert topology.plan_changes(shrunk, fabric, hosts)[0] == ["host stor03"]
+    moved = copy.deepcopy(expanded)
+    moved["topology"]["access"]["tor2"]["uplink_gbps"] = 100
+    assert topology.plan_changes(moved, fabric, hosts)[0]
 
 
 def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, Any]) -> None:
