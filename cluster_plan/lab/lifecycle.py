@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -186,6 +187,8 @@ def _down(names: LabNames, expanded: dict[str, Any]) -> list[str]:
     node.remove_cgroups(names)
     hardware.detach_disks(names, st.loops if st else {})
     shutil.rmtree(names.var_dir / "nodes", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        names.var_dir.rmdir()  # only when empty
     shutil.rmtree(names.run_dir, ignore_errors=True)
     hostchanges.undo_when_last()
     return removed
