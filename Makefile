@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # Host packages: the lab (debootstrap, nftables, iperf3, fping, netcat) and the Lua tests.
-APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iperf3 fping \
+APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables iperf3 fping \
 	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin
 PYTEST_ARGS ?=
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# One lab per test session, shared by every module that needs it (brought up as id "test").
+pytest_plugins = ["cluster_plan.lab.pytest_plugin"]
+
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """A plain closing line that CI reads: 'N passed, N failed'."""
