@@ -10,21 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_output import plain
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
-
-
-def plain(value: object) -> object:
-    """ansible-core 2.19 marks plugin-set strings as untrusted in --list output."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
 
 
 def ansible(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,9 +11,9 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
+from ansible_output import plain
 
 from cluster_plan.api import load_expanded
 
@@ -26,17 +26,6 @@ if not EXE.exists():
     if found is None:
         pytest.skip("ansible-inventory is not installed", allow_module_level=True)
     EXE = Path(found)
-
-
-def plain(value: Any) -> Any:
-    """ansible-core 2.19 marks plugin-set strings untrusted: {"__ansible_unsafe": "x"} in JSON."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
 
 
 def ansible_inventory(source: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
