@@ -106,11 +106,10 @@ class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: igno
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
-    from cluster_plan.api import expand_validation
+    from cluster_plan.api import load_expanded
 
-    result = validate_file(args.plan)
     try:
-        expanded = expand_validation(result)
+        expanded = load_expanded(args.plan)
     except PlanError as exc:
         return _plan_error(exc)
     data: Any = expanded
@@ -149,11 +148,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from cluster_plan.api import expand_validation
+    from cluster_plan.api import load_expanded
     from cluster_plan.graph import render_svg
 
     try:
-        expanded = expand_validation(validate_file(args.plan))
+        expanded = load_expanded(args.plan)
     except PlanError as exc:
         return _plan_error(exc)
     svg = render_svg(expanded)
@@ -166,12 +165,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from cluster_plan.api import expand_validation
+    from cluster_plan.api import load_expanded
     from cluster_plan.audit import audit, render_audit
 
-    result = validate_file(args.plan)
     try:
-        expanded = expand_validation(result)
+        expanded = load_expanded(args.plan)
     except PlanError as exc:
         return _plan_error(exc)
     report = audit(expanded)
