@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.allocate import allocate_addresses
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors, format_path
 from cluster_plan.lockfile import lock_path_for, read_lock
@@ -167,10 +167,9 @@ def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
     """Compare two plans as they would run: OLD with its lock, NEW with the lock that
     `cluster-plan lock` would give it starting from OLD's (so renumbering shows)."""
     old, new = _validated(old_path), _validated(new_path)
-    old_lock, _ = read_lock(lock_path_for(old_path))
-    if old_lock is None or lock_differences(old_lock, allocate_addresses(
-            old.plan, old.nodes, old_lock)[0]):
-        old_lock = allocate_addresses(old.plan, old.nodes, old_lock)[0]
+    recorded, _ = read_lock(lock_path_for(old_path))
+    # Allocation keeps a current lock as it is and refreshes a stale or missing one.
+    old_lock = allocate_addresses(old.plan, old.nodes, recorded)[0]
     new_lock, findings = allocate_addresses(new.plan, new.nodes, old_lock)
     if findings:
         raise PlanError([new.doc.place(f) for f in findings], new.doc.source_lines)
