@@ -59,6 +59,7 @@ test: deps
 
 lint: deps
 	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks
+	$(BIN)/ruff format --check cluster_plan plugins roles tests benchmarks
 	$(PY) -m cluster_plan.role_docs --check roles/*
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .

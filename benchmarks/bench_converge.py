@@ -21,8 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
-                   re.M)
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
 # What Ansible does when ansible.cfg says nothing: its own ssh_args are
 # "-C -o ControlMaster=auto -o ControlPersist=60s"; ControlPersist is switched off here.
 ANSIBLE_DEFAULTS = {
@@ -34,13 +35,20 @@ ANSIBLE_DEFAULTS = {
 }
 
 
-def run(plan: str, playbooks: list[str], extra_env: dict[str, str] | None = None
-        ) -> tuple[float, int, int, int]:
+def run(
+    plan: str, playbooks: list[str], extra_env: dict[str, str] | None = None
+) -> tuple[float, int, int, int]:
     """(seconds, return code, changed tasks, hosts) of one ansible-playbook run."""
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", **(extra_env or {})}
     started = time.monotonic()
-    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", plan, *playbooks], cwd=ROOT,
-                            env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", plan, *playbooks],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seconds = time.monotonic() - started
     rows = RECAP.findall(result.stdout)
     changed = sum(int(r[2]) for r in rows)
@@ -51,8 +59,13 @@ def run(plan: str, playbooks: list[str], extra_env: dict[str, str] | None = None
 
 def lab_state(plan: str) -> tuple[bool, bool]:
     """(lab is up, slurm already converged on it)."""
-    status = subprocess.run([str(BIN / "cluster-plan"), "lab", "status", plan], cwd=ROOT,
-                            capture_output=True, text=True, check=False)
+    status = subprocess.run(
+        [str(BIN / "cluster-plan"), "lab", "status", plan],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if status.returncode != 0:
         return False, False
     from cluster_plan.api import load_expanded
@@ -60,17 +73,35 @@ def lab_state(plan: str) -> tuple[bool, bool]:
     controller = (load_expanded(plan)["groups"].get("slurm_controller") or [None])[0]
     if controller is None:
         return True, False
-    probe = subprocess.run([str(BIN / "cluster-plan"), "lab", "run", plan, controller, "--",
-                            "test", "-f", "/etc/slurm/slurm.conf"], cwd=ROOT,
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        [
+            str(BIN / "cluster-plan"),
+            "lab",
+            "run",
+            plan,
+            controller,
+            "--",
+            "test",
+            "-f",
+            "/etc/slurm/slurm.conf",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return True, probe.returncode == 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default="inventory/lab/cluster.yml")
-    parser.add_argument("--playbook", action="append", dest="playbooks",
-                        help="playbook(s) to converge (default: site.yml)")
+    parser.add_argument(
+        "--playbook",
+        action="append",
+        dest="playbooks",
+        help="playbook(s) to converge (default: site.yml)",
+    )
     args = parser.parse_args()
     playbooks = args.playbooks or ["site.yml"]
     if os.geteuid() != 0:
@@ -83,16 +114,21 @@ def main() -> int:
     label = "re-run (lab was converged already)" if converged else "first converge"
     print(f"playbooks: {' '.join(playbooks)}   plan: {args.plan}")
     figures = []
-    for name, env in ((label, None), ("idempotent re-run", None),
-                      ("re-run, Ansible defaults", ANSIBLE_DEFAULTS)):
+    for name, env in (
+        (label, None),
+        ("idempotent re-run", None),
+        ("re-run, Ansible defaults", ANSIBLE_DEFAULTS),
+    ):
         seconds, rc, changed, hosts = run(args.plan, playbooks, env)
         figures.append(seconds)
         print(f"{name:<38} {seconds:7.1f} s   rc={rc} changed={changed} hosts={hosts}")
         if rc != 0:
             return 1
     load = os.getloadavg()[0]
-    print(f"defaults / tuned re-run: {figures[2] / figures[1]:.2f}x   "
-          f"(goal for the re-run: < 60 s; load average {load:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"defaults / tuned re-run: {figures[2] / figures[1]:.2f}x   "
+        f"(goal for the re-run: < 60 s; load average {load:.1f} on {os.cpu_count()} CPUs)"
+    )
     return 0
 
 

@@ -25,8 +25,14 @@ LAB_ID = "bench"
 
 def lab(command: str, plan: str, env: dict[str, str]) -> float:
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "cluster_plan.cli", "lab", command, plan],
-                   check=True, env=env, cwd=REPO, timeout=900, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "cluster_plan.cli", "lab", command, plan],
+        check=True,
+        env=env,
+        cwd=REPO,
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+    )
     return time.monotonic() - started
 
 
@@ -45,8 +51,10 @@ def idle_memory(plan: str, settle_s: float) -> None:
     for host in expanded["hosts"]:
         mem = node.memory_mib(names, host)
         totals.append(mem["pss_mib"])
-        print(f"  {host:<10} {mem['pss_mib']:8.1f} {mem['rss_mib']:8.1f} "
-              f"{mem['cgroup_mib']:11.1f} {mem['processes']:6.0f}")
+        print(
+            f"  {host:<10} {mem['pss_mib']:8.1f} {mem['rss_mib']:8.1f} "
+            f"{mem['cgroup_mib']:11.1f} {mem['processes']:6.0f}"
+        )
     print(f"  mean PSS {sum(totals) / len(totals):.1f} MiB, all nodes {sum(totals):.0f} MiB")
 
 
@@ -54,8 +62,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default=str(REPO / "inventory" / "lab" / "cluster.yml"))
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-cache run")
-    parser.add_argument("--settle", type=float, default=20.0, help="idle seconds before "
-                        "measuring memory")
+    parser.add_argument(
+        "--settle", type=float, default=20.0, help="idle seconds before measuring memory"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_lab: skipped, the lab needs root")

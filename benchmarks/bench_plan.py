@@ -55,13 +55,19 @@ def pipeline(workdir: Path) -> None:
 
 def _static_inventory(expanded: dict, path: Path) -> None:
     cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
-    doc = {"all": {
-        "vars": {"cluster_plan": cluster},
-        "hosts": {n: {"ansible_host": h["address"], "plan_host": h}
-                  for n, h in expanded["hosts"].items()},
-        "children": {g: {"hosts": {m: None for m in members}}
-                     for g, members in expanded["groups"].items()},
-    }}
+    doc = {
+        "all": {
+            "vars": {"cluster_plan": cluster},
+            "hosts": {
+                n: {"ansible_host": h["address"], "plan_host": h}
+                for n, h in expanded["hosts"].items()
+            },
+            "children": {
+                g: {"hosts": {m: None for m in members}}
+                for g, members in expanded["groups"].items()
+            },
+        }
+    }
     path.write_text(yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False))
 
 
@@ -71,15 +77,21 @@ def _ansible_inventory(source: Path) -> float:
     times = []
     for _ in range(REPEAT):
         start = time.perf_counter()
-        subprocess.run([str(exe), "-i", str(source), "--list"], cwd=ROOT, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(exe), "-i", str(source), "--list"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
 def inventory(workdir: Path) -> None:
-    print("\nansible-inventory --list: plugin vs static YAML of the same hosts "
-          f"(median of {REPEAT})")
+    print(
+        f"\nansible-inventory --list: plugin vs static YAML of the same hosts (median of {REPEAT})"
+    )
     for size in INVENTORY_SIZES:
         plan = workdir / f"inv{size}.yml"
         plan.write_text(synthetic_plan(size))
@@ -88,8 +100,10 @@ def inventory(workdir: Path) -> None:
         _static_inventory(load_expanded(plan), static)
         static_s = _ansible_inventory(static)
         plugin_s = _ansible_inventory(plan)
-        print(f"{size:>7} hosts: static {static_s:.2f} s, plugin {plugin_s:.2f} s, "
-              f"ratio {plugin_s / static_s:.2f}x (goal <= 1.1x)")
+        print(
+            f"{size:>7} hosts: static {static_s:.2f} s, plugin {plugin_s:.2f} s, "
+            f"ratio {plugin_s / static_s:.2f}x (goal <= 1.1x)"
+        )
 
 
 def main() -> None:

@@ -24,8 +24,11 @@ def synthetic_plan(nodes: int) -> str:
         "  aggregation:",
         *[f"    spine{s}: {{uplinks: [core1, core2], uplink_gbps: 6400}}" for s in range(spines)],
         "  access:",
-        *[f"    leaf{r:04d}: {{uplink: spine{r // RACKS_PER_SPINE}, rack: r{r:04d}, "
-          "link_gbps: 200, uplink_gbps: 3200}" for r in range(racks)],
+        *[
+            f"    leaf{r:04d}: {{uplink: spine{r // RACKS_PER_SPINE}, rack: r{r:04d}, "
+            "link_gbps: 200, uplink_gbps: 3200}"
+            for r in range(racks)
+        ],
         "hardware:",
         "  hgx: {cpu_cores: 112, memory_gb: 2048, accelerators: {model: H100-SXM5-80GB, count: 8}}",
         "  ctl: {cpu_cores: 32, memory_gb: 256}",
@@ -36,7 +39,8 @@ def synthetic_plan(nodes: int) -> str:
         "  stor: {count: 3, hostname: 'stor{n}', hardware: stor, rack: r0000,"
         " roles: [ceph_mon, ceph_osd]}",
         f"  gpu: {{count: {nodes}, hostname: 'gpu{{n:05d}}', hardware: hgx, racks: ["
-        + ", ".join(f"r{r:04d}" for r in range(racks)) + "], roles: [slurm_compute], pool: gpu}",
+        + ", ".join(f"r{r:04d}" for r in range(racks))
+        + "], roles: [slurm_compute], pool: gpu}",
         "scheduler:",
         "  type: slurm",
         "  workload_classes: {training: {pool: gpu, needs: gpu, default: true}}",

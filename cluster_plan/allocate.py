@@ -29,16 +29,27 @@ def pin_refusal(space: NetworkSpace, pin: str, path: tuple[str, ...]) -> Finding
     except AddressError as exc:
         return Finding("pinned-address", str(exc), path)
     if not space.contains(address):
-        return Finding("pinned-address-outside", f"{pin} is not a host address of network "
-                       f"{space.name} ({space.network})", path)
+        return Finding(
+            "pinned-address-outside",
+            f"{pin} is not a host address of network {space.name} ({space.network})",
+            path,
+        )
     if address in space.reserved:
-        return Finding("pinned-address-reserved", f"{pin} is reserved on network {space.name} "
-                       "(gateway, DNS, NTP or a reserved range)", path)
+        return Finding(
+            "pinned-address-reserved",
+            f"{pin} is reserved on network {space.name} (gateway, DNS, NTP or a reserved range)",
+            path,
+        )
     return None
 
 
-def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: dict[str, Any],
-                      reclaim: bool, findings: list[Finding]) -> dict[str, Any]:
+def _allocate_network(
+    space: NetworkSpace,
+    members: Sequence[Node],
+    previous: dict[str, Any],
+    reclaim: bool,
+    findings: list[Finding],
+) -> dict[str, Any]:
     name = space.name
     old_hosts: dict[str, str] = previous.get("hosts", {})
     released: dict[int, str] = {}
@@ -65,8 +76,12 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
             old_address = parse_address(old) if old else None
         except AddressError:
             old_address = None
-        if old_address is not None and usable(old_address) and old_address not in taken and (
-                pin is None or pin == old):
+        if (
+            old_address is not None
+            and usable(old_address)
+            and old_address not in taken
+            and (pin is None or pin == old)
+        ):
             taken[old_address] = node.name
         else:
             pending.append(node)
@@ -84,10 +99,14 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
             continue
         address = parse_address(pin)
         if address in taken:
-            findings.append(Finding("pinned-address-taken", f"{pin} already belongs to "
-                                    f"{taken[address]} on network {name}", path,
-                                    hint="pin another address, or remove or move that host "
-                                    "first"))
+            findings.append(
+                Finding(
+                    "pinned-address-taken",
+                    f"{pin} already belongs to {taken[address]} on network {name}",
+                    path,
+                    hint="pin another address, or remove or move that host first",
+                )
+            )
         else:
             taken[address] = node.name
             released.pop(address, None)  # an explicit pin may take back a freed address
@@ -99,15 +118,20 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
             old_address = parse_address(old) if old else None
         except AddressError:
             continue
-        if (not reclaim and old_address is not None and usable(old_address)
-                and old_address not in taken):
+        if (
+            not reclaim
+            and old_address is not None
+            and usable(old_address)
+            and old_address not in taken
+        ):
             released.setdefault(old_address, node.name)
     # New hosts get the lowest address that is neither used, reserved, nor recently freed.
     cursor = space.first_host
     unplaced = 0
     for node in unpinned:
-        while cursor <= space.last_host and (cursor in taken or cursor in space.reserved
-                                             or cursor in released):
+        while cursor <= space.last_host and (
+            cursor in taken or cursor in space.reserved or cursor in released
+        ):
             # step over a whole reserved range at once; it may be millions of addresses
             cursor = space.reserved.end_of(cursor) + 1 if cursor in space.reserved else cursor + 1
         if cursor > space.last_host:
@@ -115,12 +139,20 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
             continue
         taken[cursor] = node.name
     if unplaced:
-        findings.append(Finding(
-            "network-full", f"network {name} ({space.network}) has no address left for "
-            f"{unplaced} host(s)", ("networks", name, "cidr"),
-            hint="use a larger network" + (", or run `cluster-plan lock --reclaim` to reuse "
-                                           f"{len(released)} freed address(es)"
-                                           if released else "")))
+        findings.append(
+            Finding(
+                "network-full",
+                f"network {name} ({space.network}) has no address left for {unplaced} host(s)",
+                ("networks", name, "cidr"),
+                hint="use a larger network"
+                + (
+                    ", or run `cluster-plan lock --reclaim` to reuse "
+                    f"{len(released)} freed address(es)"
+                    if released
+                    else ""
+                ),
+            )
+        )
     for host, text in old_hosts.items():
         if host in member_names:
             continue
@@ -137,8 +169,13 @@ def _allocate_network(space: NetworkSpace, members: Sequence[Node], previous: di
     }
 
 
-def allocate_addresses(plan: dict[str, Any], nodes: Sequence[Node], previous: Lock | None = None,
-                       *, reclaim: bool = False) -> tuple[Lock, list[Finding]]:
+def allocate_addresses(
+    plan: dict[str, Any],
+    nodes: Sequence[Node],
+    previous: Lock | None = None,
+    *,
+    reclaim: bool = False,
+) -> tuple[Lock, list[Finding]]:
     """The lock for ``nodes`` given the previous lock; findings for pins that cannot be had."""
     findings: list[Finding] = []
     networks: dict[str, Any] = {}
@@ -150,8 +187,9 @@ def allocate_addresses(plan: dict[str, Any], nodes: Sequence[Node], previous: Lo
             findings.append(Finding("network-address", str(exc), ("networks", name)))
             continue
         members = [node for node in nodes if name in node.networks]
-        networks[name] = _allocate_network(space, members, old_networks.get(name, {}), reclaim,
-                                           findings)
+        networks[name] = _allocate_network(
+            space, members, old_networks.get(name, {}), reclaim, findings
+        )
     return {"version": LOCK_VERSION, "networks": networks}, findings
 
 
@@ -170,18 +208,24 @@ def lock_differences(current: Lock, fresh: Lock) -> list[str]:
             continue
         cur, new = cur_nets[name], new_nets[name]
         if cur.get("cidr") != new["cidr"]:
-            problems.append(f"network {name} is {new['cidr']} in the plan, "
-                            f"{cur.get('cidr')} in the lock")
+            problems.append(
+                f"network {name} is {new['cidr']} in the plan, {cur.get('cidr')} in the lock"
+            )
         cur_hosts, new_hosts = cur.get("hosts", {}), new["hosts"]
         missing = sorted(new_hosts.keys() - cur_hosts.keys())
         extra = sorted(cur_hosts.keys() - new_hosts.keys())
-        moved = sorted(h for h in new_hosts.keys() & cur_hosts.keys()
-                       if new_hosts[h] != cur_hosts[h])
-        for label, hosts in (("has no address for", missing), ("still holds", extra),
-                             ("holds another address for", moved)):
+        moved = sorted(
+            h for h in new_hosts.keys() & cur_hosts.keys() if new_hosts[h] != cur_hosts[h]
+        )
+        for label, hosts in (
+            ("has no address for", missing),
+            ("still holds", extra),
+            ("holds another address for", moved),
+        ):
             if hosts:
-                shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5
-                                                else "")
+                shown = ", ".join(hosts[:5]) + (
+                    f" and {len(hosts) - 5} more" if len(hosts) > 5 else ""
+                )
                 problems.append(f"network {name}: the lock {label} {shown}")
         if cur.get("released", {}) != new["released"] and not (missing or extra or moved):
             problems.append(f"network {name}: the lock's freed addresses differ")

@@ -30,8 +30,9 @@ def load_expanded_text(text: bytes | str, plan_path: str | Path) -> dict[str, An
     return expand_validation(validate_document(doc, lock_path=lock_path_for(plan_path)))
 
 
-def lock_plan(plan_path: str | Path, *, reclaim: bool = False,
-              write: bool = True) -> tuple[Validation, dict[str, Any] | None, dict[str, Any]]:
+def lock_plan(
+    plan_path: str | Path, *, reclaim: bool = False, write: bool = True
+) -> tuple[Validation, dict[str, Any] | None, dict[str, Any]]:
     """Allocate addresses for the plan, keeping those of the existing lock; returns
     (validation, previous lock, new lock). Raises PlanError when the plan is not sound."""
     result = validate_file(plan_path, check_lock=False)

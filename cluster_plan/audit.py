@@ -23,8 +23,12 @@ def audit(expanded: dict[str, Any]) -> dict[str, Any]:
         size = netaddr.IPNetwork(spec["cidr"]).size - 2
         used = sum(1 for h in hosts if name in h["interfaces"])
         share = used / size if size > 0 else 1.0
-        networks[name] = {"cidr": spec["cidr"], "hosts": used, "addresses": size,
-                          "used_pct": round(100 * share, 1)}
+        networks[name] = {
+            "cidr": spec["cidr"],
+            "hosts": used,
+            "addresses": size,
+            "used_pct": round(100 * share, 1),
+        }
         if share > ADDRESS_USE_LIMIT:
             problems.append(f"network {name} is {share:.0%} used")
     switches = {}
@@ -33,8 +37,12 @@ def audit(expanded: dict[str, Any]) -> dict[str, Any]:
         demand = len(members) * spec["link_gbps"]
         uplink = spec.get("uplink_gbps")
         ratio = round(demand / uplink, 2) if uplink else None
-        switches[name] = {"hosts": len(members), "host_gbps": demand, "uplink_gbps": uplink,
-                          "oversubscription": ratio}
+        switches[name] = {
+            "hosts": len(members),
+            "host_gbps": demand,
+            "uplink_gbps": uplink,
+            "oversubscription": ratio,
+        }
         if ratio is not None and ratio > OVERSUBSCRIPTION_LIMIT:
             problems.append(f"access switch {name} is oversubscribed {ratio}:1")
     return {
@@ -51,20 +59,26 @@ def audit(expanded: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_audit(report: dict[str, Any]) -> str:
-    lines = [f"cluster {report['cluster']}: {report['hosts']} hosts, {report['cpu_cores']} "
-             f"cores, {report['memory_gb']:,.0f} GB memory"]
+    lines = [
+        f"cluster {report['cluster']}: {report['hosts']} hosts, {report['cpu_cores']} "
+        f"cores, {report['memory_gb']:,.0f} GB memory"
+    ]
     for model, count in report["accelerators"].items():
         lines.append(f"  {count} x {model}")
     for pool, count in report["pools"].items():
         lines.append(f"  pool {pool}: {count} hosts")
     lines.append("networks:")
     for name, net in report["networks"].items():
-        lines.append(f"  {name} {net['cidr']}: {net['hosts']}/{net['addresses']} addresses "
-                     f"({net['used_pct']}%)")
+        lines.append(
+            f"  {name} {net['cidr']}: {net['hosts']}/{net['addresses']} addresses "
+            f"({net['used_pct']}%)"
+        )
     lines.append("access switches:")
     for name, sw in report["access_switches"].items():
         ratio = f"{sw['oversubscription']}:1" if sw["oversubscription"] is not None else "n/a"
-        lines.append(f"  {name}: {sw['hosts']} hosts, {sw['host_gbps']:g} Gb/s down, "
-                     f"{sw['uplink_gbps'] or '?'} Gb/s up ({ratio})")
+        lines.append(
+            f"  {name}: {sw['hosts']} hosts, {sw['host_gbps']:g} Gb/s down, "
+            f"{sw['uplink_gbps'] or '?'} Gb/s up ({ratio})"
+        )
     lines += [f"problem: {p}" for p in report["problems"]] or ["no problems"]
     return "\n".join(lines)

@@ -35,8 +35,11 @@ def _print_findings(result: Validation, fmt: str, *, verbose: bool = True) -> No
     if verbose:
         status = "ok" if result.ok else "FAILED"
         note = f", {suppressed} suppressed" if suppressed else ""
-        print(f"{result.doc.file}: {status}: {len(errors(shown))} error(s), "
-              f"{len(warnings(shown))} warning(s){note}", file=sys.stderr)
+        print(
+            f"{result.doc.file}: {status}: {len(errors(shown))} error(s), "
+            f"{len(warnings(shown))} warning(s){note}",
+            file=sys.stderr,
+        )
 
 
 def _exit_for(findings: Sequence[Finding]) -> int:
@@ -52,15 +55,37 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for result in results:
         findings = result.findings
         if args.strict:
-            findings = [Finding(f.code, f.message, f.path, "error", f.hint, f.file, f.line,
-                                f.column, f.suppressed_by) for f in findings]
+            findings = [
+                Finding(
+                    f.code,
+                    f.message,
+                    f.path,
+                    "error",
+                    f.hint,
+                    f.file,
+                    f.line,
+                    f.column,
+                    f.suppressed_by,
+                )
+                for f in findings
+            ]
             result.findings = findings
         _print_findings(result, args.format)
         worst = max(worst, _exit_for(findings))
     if args.format == "json":
-        json.dump([{"file": r.doc.file, "ok": r.ok, "nodes": len(r.nodes),
-                    "findings": [f.as_dict() for f in r.findings]} for r in results],
-                  sys.stdout, indent=2)
+        json.dump(
+            [
+                {
+                    "file": r.doc.file,
+                    "ok": r.ok,
+                    "nodes": len(r.nodes),
+                    "findings": [f.as_dict() for f in r.findings],
+                }
+                for r in results
+            ],
+            sys.stdout,
+            indent=2,
+        )
         print()
     return worst
 
@@ -122,8 +147,14 @@ def cmd_expand(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         print()
     else:
-        yaml.dump(data, sys.stdout, Dumper=_PlainDumper, sort_keys=False,
-                  default_flow_style=False, width=100)
+        yaml.dump(
+            data,
+            sys.stdout,
+            Dumper=_PlainDumper,
+            sort_keys=False,
+            default_flow_style=False,
+            width=100,
+        )
     return EXIT_OK
 
 
@@ -141,8 +172,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         print(render_changes(changes))
     if destructive and not args.allow_destructive:
-        print(f"{len(destructive)} destructive change(s); pass --allow-destructive to accept "
-              "them", file=sys.stderr)
+        print(
+            f"{len(destructive)} destructive change(s); pass --allow-destructive to accept them",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -182,17 +215,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _add_format(parser: argparse.ArgumentParser, *choices: str) -> None:
-    parser.add_argument("--format", choices=choices, default=choices[0],
-                        help="output format (default: %(default)s)")
+    parser.add_argument(
+        "--format", choices=choices, default=choices[0], help="output format (default: %(default)s)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="cluster-plan", description="Describe a GPU cluster once; validate, "
-                     "allocate, expand, provision and verify it.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_Parser)
-    p = sub.add_parser("validate", help="check plans against the schema, the semantic rules "
-                       "and their lock files")
+    parser = _Parser(
+        prog="cluster-plan",
+        description="Describe a GPU cluster once; validate, "
+        "allocate, expand, provision and verify it.",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    p = sub.add_parser(
+        "validate", help="check plans against the schema, the semantic rules and their lock files"
+    )
     p.add_argument("plans", nargs="+", metavar="PLAN")
     p.add_argument("--no-lock", action="store_true", help="do not check the lock file")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
@@ -200,10 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("lock", help="allocate addresses and write PLAN's lock file")
     p.add_argument("plan", metavar="PLAN")
-    p.add_argument("--reclaim", action="store_true",
-                   help="let new hosts reuse addresses freed by removed hosts")
-    p.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 when the lock is out of date")
+    p.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="let new hosts reuse addresses freed by removed hosts",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the lock is out of date"
+    )
     p.set_defaults(func=cmd_lock)
     p = sub.add_parser("expand", help="print the expanded cluster")
     p.add_argument("plan", metavar="PLAN")
@@ -213,8 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="changes between two plans and their impact")
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
-    p.add_argument("--allow-destructive", action="store_true",
-                   help="exit 0 even when a change reinstalls or renumbers hosts")
+    p.add_argument(
+        "--allow-destructive",
+        action="store_true",
+        help="exit 0 even when a change reinstalls or renumbers hosts",
+    )
     _add_format(p, "text", "json")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("graph", help="an SVG picture of the topology")
@@ -225,16 +271,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", metavar="PLAN")
     _add_format(p, "text", "json")
     p.set_defaults(func=cmd_audit)
-    for command, module in (("lab", "cluster_plan.lab.command"),
-                            ("report", "cluster_plan.acceptance.command")):
+    for command, module in (
+        ("lab", "cluster_plan.lab.command"),
+        ("report", "cluster_plan.acceptance.command"),
+    ):
         try:
             importlib.import_module(module).register(sub)
         except ImportError as exc:
             # The plan commands must keep working even when an optional part cannot load.
             broken = sub.add_parser(command, help=f"(unavailable: {exc})")
             broken.add_argument("rest", nargs=argparse.REMAINDER)
-            broken.set_defaults(func=lambda _args, exc=exc, command=command: _unavailable(
-                command, exc))
+            broken.set_defaults(
+                func=lambda _args, exc=exc, command=command: _unavailable(command, exc)
+            )
     return parser
 
 

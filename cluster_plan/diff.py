@@ -81,8 +81,15 @@ class Change:
         return self.data_loss or IMPACTS.index(self.impact) >= IMPACTS.index("reinstall")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "impact": self.impact, "host": self.host,
-                "destructive": self.destructive, "old": self.old, "new": self.new}
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "impact": self.impact,
+            "host": self.host,
+            "destructive": self.destructive,
+            "old": self.old,
+            "new": self.new,
+        }
 
 
 def _keyed(value: Any) -> Any:
@@ -98,8 +105,9 @@ def _keyed(value: Any) -> Any:
     return value
 
 
-def _leaves(old: Any, new: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str,
-                                                                         Any, Any]]:
+def _leaves(
+    old: Any, new: Any, path: tuple[Any, ...]
+) -> Iterator[tuple[tuple[Any, ...], str, Any, Any]]:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in old.keys() | new.keys():
             if key not in new:
@@ -134,15 +142,23 @@ def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     old_c = _keyed({k: v for k, v in old.items() if k not in skip})
     new_c = _keyed({k: v for k, v in new.items() if k not in skip})
     for path, kind, before, after in _leaves(old_c, new_c, ()):
-        data_loss = (path[:3] == ("storage", "ceph", "pools") and kind == "removed")
-        changes.append(Change(format_path(path), kind, _rule(path), before, after,
-                              data_loss=data_loss))
+        data_loss = path[:3] == ("storage", "ceph", "pools") and kind == "removed"
+        changes.append(
+            Change(format_path(path), kind, _rule(path), before, after, data_loss=data_loss)
+        )
     old_hosts, new_hosts = old["hosts"], new["hosts"]
     for name in new_hosts.keys() - old_hosts.keys():
         changes.append(Change(format_path(("hosts", name)), "added", "reconfigure", host=name))
     for name in old_hosts.keys() - new_hosts.keys():
-        changes.append(Change(format_path(("hosts", name)), "removed", "drain and restart",
-                              host=name, data_loss=True))
+        changes.append(
+            Change(
+                format_path(("hosts", name)),
+                "removed",
+                "drain and restart",
+                host=name,
+                data_loss=True,
+            )
+        )
     for name in old_hosts.keys() & new_hosts.keys():
         before, after = old_hosts[name], new_hosts[name]
         if before == after:
@@ -150,8 +166,11 @@ def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         for path, kind, was, now in _leaves(_keyed(before), _keyed(after), ()):
             if path[0] == "interfaces":
                 path = path[:3]  # one change per interface setting
-            changes.append(Change(format_path(("hosts", name, *path)), kind,
-                                  _host_rule(path), was, now, host=name))
+            changes.append(
+                Change(
+                    format_path(("hosts", name, *path)), kind, _host_rule(path), was, now, host=name
+                )
+            )
     changes.sort(key=lambda c: (-IMPACTS.index(c.impact), c.path))
     return changes
 
@@ -173,8 +192,9 @@ def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
     new_lock, findings = allocate_addresses(new.plan, new.nodes, old_lock)
     if findings:
         raise PlanError([new.doc.place(f) for f in findings], new.doc.source_lines)
-    return diff_expanded(expand(old.plan, old.nodes, old_lock),
-                         expand(new.plan, new.nodes, new_lock))
+    return diff_expanded(
+        expand(old.plan, old.nodes, old_lock), expand(new.plan, new.nodes, new_lock)
+    )
 
 
 def _short(value: Any) -> str:
@@ -198,14 +218,15 @@ def render_changes(changes: list[Change]) -> str:
         summary: dict[tuple[str, str], list[Change]] = defaultdict(list)
         for change in group:
             prefix = format_path(("hosts", change.host)) if change.host else ""
-            field = change.path[len(prefix) + 1:] if change.host else change.path
+            field = change.path[len(prefix) + 1 :] if change.host else change.path
             summary[(change.kind, field)].append(change)
         for (kind, field), items in summary.items():
             flag = " [destructive]" if any(c.destructive for c in items) else ""
             if items[0].host is not None and len(items) > 3:
                 hosts = sorted(c.host or "" for c in items)
-                lines.append(f"  {kind} {field} on {len(items)} hosts ({hosts[0]} .. "
-                             f"{hosts[-1]}){flag}")
+                lines.append(
+                    f"  {kind} {field} on {len(items)} hosts ({hosts[0]} .. {hosts[-1]}){flag}"
+                )
                 continue
             for c in items:
                 detail = ""

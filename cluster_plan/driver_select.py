@@ -60,8 +60,9 @@ def _covers(branch: int, branch_info: Mapping[str, Any], entry: Mapping[str, Any
     return high is None or branch <= high
 
 
-def _why_not(model: str, branch: int, branch_info: Mapping[str, Any] | None,
-             entry: Mapping[str, Any]) -> str:
+def _why_not(
+    model: str, branch: int, branch_info: Mapping[str, Any] | None, entry: Mapping[str, Any]
+) -> str:
     low = entry.get("min_driver_branch")
     high = entry.get("max_driver_branch")
     if low is not None and branch < low:
@@ -69,26 +70,35 @@ def _why_not(model: str, branch: int, branch_info: Mapping[str, Any] | None,
     if high is not None and branch > high:
         return f"branch {branch} is newer than {model}'s last supported branch {high}"
     if branch_info is not None:
-        return (f"branch {branch} does not support {model}'s architecture "
-                f"{entry.get('architecture')}")
+        return (
+            f"branch {branch} does not support {model}'s architecture {entry.get('architecture')}"
+        )
     return f"branch {branch} does not support {model}"
 
 
-def _kernel_modules(branch: int, entries: Mapping[str, Mapping[str, Any]],
-                    preference: KernelModulesPreference) -> KernelModules | list[str]:
+def _kernel_modules(
+    branch: int, entries: Mapping[str, Mapping[str, Any]], preference: KernelModulesPreference
+) -> KernelModules | list[str]:
     """The kernel module flavour for ``branch``, or the reasons no flavour fits."""
     required = sorted(m for m, e in entries.items() if e.get("open_kernel_modules") == "required")
-    unsupported = sorted(m for m, e in entries.items()
-                         if e.get("open_kernel_modules") == "unsupported")
+    unsupported = sorted(
+        m for m, e in entries.items() if e.get("open_kernel_modules") == "unsupported"
+    )
     if required and unsupported:
-        return [f"{', '.join(required)} need the open kernel modules, which "
-                f"{', '.join(unsupported)} cannot use: put them on different hosts"]
+        return [
+            f"{', '.join(required)} need the open kernel modules, which "
+            f"{', '.join(unsupported)} cannot use: put them on different hosts"
+        ]
     if preference == "open" and unsupported:
-        return [f"open kernel modules were asked for, but {', '.join(unsupported)} "
-                "does not support them"]
+        return [
+            f"open kernel modules were asked for, but {', '.join(unsupported)} "
+            "does not support them"
+        ]
     if preference == "proprietary" and required:
-        return [f"proprietary kernel modules were asked for, but {', '.join(required)} "
-                "requires the open kernel modules"]
+        return [
+            f"proprietary kernel modules were asked for, but {', '.join(required)} "
+            "requires the open kernel modules"
+        ]
     if required or preference == "open":
         return "open"
     if unsupported or preference == "proprietary":
@@ -127,11 +137,15 @@ def select_driver(
     if not entries:
         return None
     if kernel_modules not in ("auto", "open", "proprietary"):
-        raise DriverRefusal([f"kernel modules must be auto, open or proprietary, "
-                             f"not {kernel_modules!r}"])
+        raise DriverRefusal(
+            [f"kernel modules must be auto, open or proprietary, not {kernel_modules!r}"]
+        )
 
-    offered = sorted(branches) if available_branches is None else sorted(
-        b for b in branches if b in set(available_branches))
+    offered = (
+        sorted(branches)
+        if available_branches is None
+        else sorted(b for b in branches if b in set(available_branches))
+    )
     names = tuple(sorted(entries))
     fabric_manager = any(bool(e.get("nvswitch")) for e in entries.values())
 
@@ -139,36 +153,58 @@ def select_driver(
         info = branches.get(pin)
         if info is None:
             known = ", ".join(str(b) for b in sorted(branches))
-            raise DriverRefusal([f"pinned branch {pin} is not a known driver branch "
-                                 f"(known: {known})"])
-        problems = [_why_not(m, pin, info, e) for m, e in entries.items()
-                    if not _covers(pin, info, e)]
+            raise DriverRefusal(
+                [f"pinned branch {pin} is not a known driver branch (known: {known})"]
+            )
+        problems = [
+            _why_not(m, pin, info, e) for m, e in entries.items() if not _covers(pin, info, e)
+        ]
         if pin not in offered:
-            problems.append(f"branch {pin} is not packaged for {source_name} "
-                            f"(offered: {', '.join(str(b) for b in offered) or 'none'})")
+            problems.append(
+                f"branch {pin} is not packaged for {source_name} "
+                f"(offered: {', '.join(str(b) for b in offered) or 'none'})"
+            )
         flavour = _kernel_modules(pin, entries, kernel_modules)
         if isinstance(flavour, list):
             problems.extend(flavour)
         if problems or isinstance(flavour, list):
             raise DriverRefusal([f"pinned branch {pin} refused: {p}" for p in problems])
-        return DriverChoice(pin, flavour, fabric_manager, names, bool(info.get("lts")), True,
-                            f"branch {pin} pinned by the plan")
+        return DriverChoice(
+            pin,
+            flavour,
+            fabric_manager,
+            names,
+            bool(info.get("lts")),
+            True,
+            f"branch {pin} pinned by the plan",
+        )
 
     covering = [b for b in offered if all(_covers(b, branches[b], e) for e in entries.values())]
     if not covering:
         ranges = ", ".join(
             f"{m} {e.get('min_driver_branch')}..{e.get('max_driver_branch') or 'newest'}"
-            for m, e in sorted(entries.items()))
+            for m, e in sorted(entries.items())
+        )
         offered_text = ", ".join(str(b) for b in offered) or "none"
-        raise DriverRefusal([f"no driver branch offered for {source_name} ({offered_text}) "
-                             f"covers every model on the host ({ranges})"])
+        raise DriverRefusal(
+            [
+                f"no driver branch offered for {source_name} ({offered_text}) "
+                f"covers every model on the host ({ranges})"
+            ]
+        )
     branch = covering[-1]
     flavour = _kernel_modules(branch, entries, kernel_modules)
     if isinstance(flavour, list):
         raise DriverRefusal(flavour)
-    return DriverChoice(branch, flavour, fabric_manager, names,
-                        bool(branches[branch].get("lts")), False,
-                        f"newest branch covering {', '.join(names)}")
+    return DriverChoice(
+        branch,
+        flavour,
+        fabric_manager,
+        names,
+        bool(branches[branch].get("lts")),
+        False,
+        f"newest branch covering {', '.join(names)}",
+    )
 
 
 def choice_for_host(
@@ -185,12 +221,25 @@ def choice_for_host(
     reasons when no driver can be chosen (the role fails the host with it).
     """
     models = [] if not accelerators else [str(accelerators["model"])]
-    result: dict[str, Any] = {"install": False, "branch": None, "kernel_modules": None,
-                              "fabric_manager": False, "models": models, "lts": False,
-                              "pinned": pin is not None, "reason": None, "refusal": None}
+    result: dict[str, Any] = {
+        "install": False,
+        "branch": None,
+        "kernel_modules": None,
+        "fabric_manager": False,
+        "models": models,
+        "lts": False,
+        "pinned": pin is not None,
+        "reason": None,
+        "refusal": None,
+    }
     try:
-        choice = select_driver(models, pin=pin, kernel_modules=kernel_modules,
-                               available_branches=available_branches, source_name=source_name)
+        choice = select_driver(
+            models,
+            pin=pin,
+            kernel_modules=kernel_modules,
+            available_branches=available_branches,
+            source_name=source_name,
+        )
     except DriverRefusal as refusal:
         result["refusal"] = str(refusal)
         return result
@@ -203,17 +252,22 @@ def choice_for_host(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cluster_plan.driver_select",
-        description="Print the NVIDIA driver chosen for a host with the given catalog models.")
+        description="Print the NVIDIA driver chosen for a host with the given catalog models.",
+    )
     parser.add_argument("models", nargs="+", help="catalog model names on one host")
     parser.add_argument("--pin", type=int, help="driver branch pinned by the plan")
-    parser.add_argument("--kernel-modules", choices=["auto", "open", "proprietary"],
-                        default="auto")
-    parser.add_argument("--available", type=int, nargs="*",
-                        help="branches the OS package source offers")
+    parser.add_argument("--kernel-modules", choices=["auto", "open", "proprietary"], default="auto")
+    parser.add_argument(
+        "--available", type=int, nargs="*", help="branches the OS package source offers"
+    )
     args = parser.parse_args(argv)
     try:
-        choice = select_driver(args.models, pin=args.pin, kernel_modules=args.kernel_modules,
-                               available_branches=args.available)
+        choice = select_driver(
+            args.models,
+            pin=args.pin,
+            kernel_modules=args.kernel_modules,
+            available_branches=args.available,
+        )
     except DriverRefusal as refusal:
         for problem in refusal.problems:
             print(f"refused: {problem}", file=sys.stderr)

@@ -84,8 +84,10 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
     for name, dataset in scheduler.get("datasets", {}).items():
         for rack in dataset["racks"]:
             datasets_by_rack.setdefault(rack, []).append(name)
-    racks = {rack: {"access_switch": served.get(rack, [None])[0], **spec}
-             for rack, spec in (plan.get("racks") or {r: {} for r in served}).items()}
+    racks = {
+        rack: {"access_switch": served.get(rack, [None])[0], **spec}
+        for rack, spec in (plan.get("racks") or {r: {} for r in served}).items()
+    }
     lock_hosts = {net: data["hosts"] for net, data in lock["networks"].items()}
     profiles = plan["hardware"]
     devices: dict[str, dict[str, str]] = {n: _nic_devices(p) for n, p in profiles.items()}
@@ -120,8 +122,11 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
             "node_group": node.group,
             "index": node.index,
             "rack": node.rack,
-            **(paths[access] if access else {"access_switch": None, "aggregation_switch": None,
-                                              "core_switches": []}),
+            **(
+                paths[access]
+                if access
+                else {"access_switch": None, "aggregation_switch": None, "core_switches": []}
+            ),
             "link_gbps": topo["access"][access]["link_gbps"] if access else None,
             "hardware_profile": node.hardware,
             "cpu_cores": profile["cpu_cores"],
@@ -132,8 +137,9 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
             "pool": node.pool,
             "datasets": list(datasets_by_rack.get(node.rack or "", [])),
             "interfaces": interfaces,
-            "address": interfaces[mgmt]["address"] if mgmt in interfaces else
-            next(iter(interfaces.values()))["address"],
+            "address": interfaces[mgmt]["address"]
+            if mgmt in interfaces
+            else next(iter(interfaces.values()))["address"],
         }
         hosts[node.name] = host
         for role in node.roles:
@@ -151,10 +157,26 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
             prefix = "gpu" if accel["kind"] == "gpu" else "accel"
             member(group_name(prefix, accel["gres_type"]), node.name)
             member("gpu" if accel["kind"] == "gpu" else "accelerator", node.name)
-    cluster_wide = {k: copy.deepcopy(v) for k, v in plan.items()
-                    if k not in ("plugin", "node_groups", "networks", "topology", "racks",
-                                 "scheduler", "suppress", "compose", "groups", "keyed_groups",
-                                 "strict", "leading_separator", "use_extra_vars")}
+    cluster_wide = {
+        k: copy.deepcopy(v)
+        for k, v in plan.items()
+        if k
+        not in (
+            "plugin",
+            "node_groups",
+            "networks",
+            "topology",
+            "racks",
+            "scheduler",
+            "suppress",
+            "compose",
+            "groups",
+            "keyed_groups",
+            "strict",
+            "leading_separator",
+            "use_extra_vars",
+        )
+    }
     return {
         **cluster_wide,
         "cluster": {**plan["cluster"], "management_network": mgmt},
@@ -162,8 +184,10 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
         "topology": topo,
         "racks": racks,
         "scheduler": scheduler,
-        "node_groups": {name: {k: v for k, v in g.items() if k != "nodes"}
-                        for name, g in plan["node_groups"].items()},
+        "node_groups": {
+            name: {k: v for k, v in g.items() if k != "nodes"}
+            for name, g in plan["node_groups"].items()
+        },
         "hosts": hosts,
         "groups": {name: sorted(members) for name, members in sorted(groups.items())},
     }

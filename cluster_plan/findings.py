@@ -45,8 +45,17 @@ class Finding:
         return format_path(self.path)
 
     def located(self, file: str, line: int | None, column: int | None) -> Finding:
-        return Finding(self.code, self.message, self.path, self.severity, self.hint,
-                       file, line, column, self.suppressed_by)
+        return Finding(
+            self.code,
+            self.message,
+            self.path,
+            self.severity,
+            self.hint,
+            file,
+            line,
+            column,
+            self.suppressed_by,
+        )
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -117,26 +117,45 @@ class _Builder:
                 self._finding(
                     "duplicate-key",
                     f"key {key!r} appears twice in this mapping (first on line {first[0]})",
-                    child, key_node,
+                    child,
+                    key_node,
                     hint="YAML keeps only the last value silently; remove or rename one of them",
                 )
                 continue
-            self.doc.key_positions[child] = (key_node.start_mark.line + 1,
-                                             key_node.start_mark.column + 1)
+            self.doc.key_positions[child] = (
+                key_node.start_mark.line + 1,
+                key_node.start_mark.column + 1,
+            )
             result[key] = self.build(value_node, child)
         for key, value in merged.items():
             result.setdefault(key, value)
         return result
 
-    def _finding(self, code: str, message: str, path: JsonPath, node: yaml.Node,
-                 hint: str | None = None) -> None:
-        self.doc.findings.append(Finding(code, message, path, hint=hint, file=self.doc.file,
-                                         line=node.start_mark.line + 1,
-                                         column=node.start_mark.column + 1))
+    def _finding(
+        self, code: str, message: str, path: JsonPath, node: yaml.Node, hint: str | None = None
+    ) -> None:
+        self.doc.findings.append(
+            Finding(
+                code,
+                message,
+                path,
+                hint=hint,
+                file=self.doc.file,
+                line=node.start_mark.line + 1,
+                column=node.start_mark.column + 1,
+            )
+        )
 
 
-def _fail(file: str, code: str, message: str, line: int | None = None, column: int | None = None,
-          hint: str | None = None, text: str = "") -> PlanDocument:
+def _fail(
+    file: str,
+    code: str,
+    message: str,
+    line: int | None = None,
+    column: int | None = None,
+    hint: str | None = None,
+    text: str = "",
+) -> PlanDocument:
     doc = PlanDocument(file=file, text=text, data=None)
     doc.findings.append(Finding(code, message, (), hint=hint, file=file, line=line, column=column))
     return doc
@@ -146,21 +165,32 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
     """Parse plan text; problems become findings on the returned document, never exceptions."""
     if isinstance(raw, bytes):
         if len(raw) > MAX_PLAN_BYTES:
-            return _fail(file, "plan-too-large", f"the plan is {len(raw)} bytes; the limit is "
-                         f"{MAX_PLAN_BYTES}", hint="a plan describes node groups, not every node")
+            return _fail(
+                file,
+                "plan-too-large",
+                f"the plan is {len(raw)} bytes; the limit is {MAX_PLAN_BYTES}",
+                hint="a plan describes node groups, not every node",
+            )
         if b"\x00" in raw:
             return _fail(file, "not-text", "the file holds binary data (NUL bytes), not YAML")
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            return _fail(file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte "
-                         f"{exc.start})")
+            return _fail(
+                file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            )
     else:
         text = raw
-    if not text.strip() or all(not line.strip() or line.lstrip().startswith("#")
-                               for line in text.splitlines()):
-        return _fail(file, "empty-plan", "the plan is empty", text=text,
-                     hint="start from inventory/lab/cluster.yml or inventory/examples/")
+    if not text.strip() or all(
+        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
+    ):
+        return _fail(
+            file,
+            "empty-plan",
+            "the plan is empty",
+            text=text,
+            hint="start from inventory/lab/cluster.yml or inventory/examples/",
+        )
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -169,8 +199,15 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
         col = mark.column + 1 if mark else None
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
-        return _fail(file, "yaml-syntax", f"YAML syntax error: {problem}{context}", line, col,
-                     text=text, hint="check indentation and quoting on this line")
+        return _fail(
+            file,
+            "yaml-syntax",
+            f"YAML syntax error: {problem}{context}",
+            line,
+            col,
+            text=text,
+            hint="check indentation and quoting on this line",
+        )
     except yaml.YAMLError as exc:
         return _fail(file, "yaml-syntax", f"YAML error: {exc}", text=text)
     nodes = [n for n in nodes if n is not None]
@@ -178,27 +215,46 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
         return _fail(file, "empty-plan", "the plan is empty", text=text)
     if len(nodes) > 1:
         second = nodes[1].start_mark
-        return _fail(file, "multiple-documents", "the plan holds more than one YAML document",
-                     second.line + 1, second.column + 1, text=text,
-                     hint="a plan is one document; remove the extra '---'")
+        return _fail(
+            file,
+            "multiple-documents",
+            "the plan holds more than one YAML document",
+            second.line + 1,
+            second.column + 1,
+            text=text,
+            hint="a plan is one document; remove the extra '---'",
+        )
     doc = PlanDocument(file=file, text=text, data=None)
     root = nodes[0]
     if not isinstance(root, yaml.MappingNode):
         kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
-        doc.findings.append(Finding("not-a-mapping", f"the top level of a plan must be a mapping, "
-                                    f"not {kind}", (), file=file, line=root.start_mark.line + 1,
-                                    column=root.start_mark.column + 1,
-                                    hint="a plan starts with keys such as 'plugin:' and "
-                                    "'cluster:'"))
+        doc.findings.append(
+            Finding(
+                "not-a-mapping",
+                f"the top level of a plan must be a mapping, not {kind}",
+                (),
+                file=file,
+                line=root.start_mark.line + 1,
+                column=root.start_mark.column + 1,
+                hint="a plan starts with keys such as 'plugin:' and 'cluster:'",
+            )
+        )
         return doc
     try:
         doc.data = _Builder(doc).build(root, ())
     except yaml.YAMLError as exc:  # e.g. a malformed timestamp or an unknown tag
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        doc.findings.append(Finding("yaml-value", f"cannot read a value: {problem}", (), file=file,
-                                    line=mark.line + 1 if mark else None,
-                                    column=mark.column + 1 if mark else None))
+        doc.findings.append(
+            Finding(
+                "yaml-value",
+                f"cannot read a value: {problem}",
+                (),
+                file=file,
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+            )
+        )
         doc.data = None
     return doc
 

@@ -11,8 +11,10 @@ from typing import Any
 from cluster_plan.findings import Finding
 
 # `cluster-plan lock` will not overwrite a lock it cannot read, so say how to get past it
-_UNREADABLE_HINT = ("restore it from version control, or delete it and run `cluster-plan lock` "
-                    "(every host may then get a new address)")
+_UNREADABLE_HINT = (
+    "restore it from version control, or delete it and run `cluster-plan lock` "
+    "(every host may then get a new address)"
+)
 
 
 def lock_path_for(plan_path: str | Path) -> Path:
@@ -26,20 +28,35 @@ def read_lock(path: Path) -> tuple[dict[str, Any] | None, Finding | None]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return None, Finding("lock-missing", "the plan has no lock file", (),
-                             hint="run `cluster-plan lock PLAN` and commit the lock file",
-                             file=name)
+        return None, Finding(
+            "lock-missing",
+            "the plan has no lock file",
+            (),
+            hint="run `cluster-plan lock PLAN` and commit the lock file",
+            file=name,
+        )
     except (OSError, UnicodeDecodeError) as exc:
         return None, Finding("lock-unreadable", f"cannot read the lock file: {exc}", (), file=name)
     try:
         lock = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, Finding("lock-unreadable", f"the lock file is not JSON: {exc.msg}", (),
-                             file=name, line=exc.lineno, column=exc.colno,
-                             hint=_UNREADABLE_HINT)
+        return None, Finding(
+            "lock-unreadable",
+            f"the lock file is not JSON: {exc.msg}",
+            (),
+            file=name,
+            line=exc.lineno,
+            column=exc.colno,
+            hint=_UNREADABLE_HINT,
+        )
     if not _lock_shaped(lock):
-        return None, Finding("lock-unreadable", "the lock file does not have the lock's shape",
-                             (), file=name, hint=_UNREADABLE_HINT)
+        return None, Finding(
+            "lock-unreadable",
+            "the lock file does not have the lock's shape",
+            (),
+            file=name,
+            hint=_UNREADABLE_HINT,
+        )
     return lock, None
 
 
@@ -54,7 +71,8 @@ def _lock_shaped(lock: Any) -> bool:
         for key in ("hosts", "released"):
             table = network.get(key, {})
             if not isinstance(table, dict) or not all(
-                    isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+                isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+            ):
                 return False
     return True
 

@@ -30,8 +30,9 @@ class Node:
 def hostname_pattern_problem(pattern: str) -> str | None:
     """Why a hostname pattern cannot be formatted with ``n``, or None when it can."""
     try:
-        parsed = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(pattern)
-                  if f is not None]
+        parsed = [
+            (f, spec or "") for _, f, spec, _ in string.Formatter().parse(pattern) if f is not None
+        ]
     except ValueError as exc:
         return f"the pattern is not a valid format string ({exc})"
     fields = [f for f, _ in parsed]
@@ -43,8 +44,10 @@ def hostname_pattern_problem(pattern: str) -> str | None:
             return "the pattern nests a field in a format spec"
         width = max((int(w) for w in re.findall(r"\d+", spec)), default=0)
         if width > MAX_LABEL:
-            return f"the pattern pads a field to {width} characters; a host name has at most " \
+            return (
+                f"the pattern pads a field to {width} characters; a host name has at most "
                 f"{MAX_LABEL}"
+            )
     unknown = sorted({f for f in fields if f.split(".")[0].split("[")[0] != "n"})
     if unknown:
         return f"the pattern uses {', '.join(unknown)}; only {{n}} is known"
@@ -81,9 +84,14 @@ def iter_nodes(plan: dict[str, Any]) -> Iterator[Node]:
             override = overrides.get(name, {}) or {}
             rack = override.get("rack") or (racks[offset % len(racks)] if racks else None)
             yield Node(
-                name=name, group=group_name, index=n, rack=rack,
-                hardware=group["hardware"], roles=tuple(group.get("roles", ())),
-                pool=group.get("pool"), networks=networks,
+                name=name,
+                group=group_name,
+                index=n,
+                rack=rack,
+                hardware=group["hardware"],
+                roles=tuple(group.get("roles", ())),
+                pool=group.get("pool"),
+                networks=networks,
                 pins=dict(override.get("address", {}) or {}),
                 extra_disks=tuple(override.get("disks", ()) or ()),
             )
@@ -97,10 +105,21 @@ def hostname_findings(plan: dict[str, Any]) -> list[Finding]:
         path = ("node_groups", group_name, "hostname")
         problem = hostname_pattern_problem(pattern)
         if problem:
-            findings.append(Finding("hostname-pattern", problem, path,
-                                    hint="e.g. gpu{n:03d} gives gpu001, gpu002, ..."))
+            findings.append(
+                Finding(
+                    "hostname-pattern",
+                    problem,
+                    path,
+                    hint="e.g. gpu{n:03d} gives gpu001, gpu002, ...",
+                )
+            )
         elif group["count"] > 1 and pattern.format(n=1) == pattern.format(n=2):
-            findings.append(Finding("hostname-pattern", "every node of the group would get the "
-                                    f"same name {pattern.format(n=1)!r}", path,
-                                    hint="put {n} in the pattern, e.g. " + pattern + "{n:02d}"))
+            findings.append(
+                Finding(
+                    "hostname-pattern",
+                    f"every node of the group would get the same name {pattern.format(n=1)!r}",
+                    path,
+                    hint="put {n} in the pattern, e.g. " + pattern + "{n:02d}",
+                )
+            )
     return findings

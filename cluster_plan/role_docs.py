@@ -42,8 +42,10 @@ def _rows(options: Mapping[str, Any], prefix: str = "") -> list[str]:
             kind = f"{kind} of {option['elements']}"
         if option.get("choices"):
             kind += " (" + ", ".join(str(c) for c in option["choices"]) + ")"
-        rows.append(f"| `{prefix}{name}` | {kind} | {_default(option)} | "
-                    f"{_text(option.get('description'))} |")
+        rows.append(
+            f"| `{prefix}{name}` | {kind} | {_default(option)} | "
+            f"{_text(option.get('description'))} |"
+        )
         if option.get("options"):
             rows += _rows(option["options"], f"{prefix}{name}.")
     return rows
@@ -91,11 +93,14 @@ def stale_readmes(roles: Sequence[Path]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster_plan.role_docs",
-                                     description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster_plan.role_docs",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     parser.add_argument("roles", nargs="+", type=Path, help="role folders (roles/NAME)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 when a README is not current")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a README is not current"
+    )
     args = parser.parse_args(argv)
     missing = [r for r in args.roles if not (r / "meta" / "argument_specs.yml").is_file()]
     for role in missing:
@@ -105,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         stale = stale_readmes(args.roles)
         for readme in stale:
-            print(f"{readme}: not current; run python -m cluster_plan.role_docs "
-                  f"{readme.parent}", file=sys.stderr)
+            print(
+                f"{readme}: not current; run python -m cluster_plan.role_docs {readme.parent}",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     for role in args.roles:
         (role / "README.md").write_text(render_readme(role))

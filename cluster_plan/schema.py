@@ -42,11 +42,17 @@ def _leaf_errors(error: ValidationError) -> list[ValidationError]:
     return [error]
 
 
-def _unknown_key(key: str, known: list[str],
-                 path: JsonPath) -> tuple[str, str, str | None, JsonPath, bool]:
+def _unknown_key(
+    key: str, known: list[str], path: JsonPath
+) -> tuple[str, str, str | None, JsonPath, bool]:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    hint = (f"did you mean {close[0]!r}?" if close
-            else "allowed keys: " + ", ".join(known) if known else None)
+    hint = (
+        f"did you mean {close[0]!r}?"
+        if close
+        else "allowed keys: " + ", ".join(known)
+        if known
+        else None
+    )
     return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
 
 
@@ -65,9 +71,13 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
     path: JsonPath = tuple(error.absolute_path)
     kind = error.validator
     if "propertyNames" in error.schema_path and isinstance(error.instance, str):
-        return "name", f"{error.instance!r} is not a valid name", \
-            "names start with a lower-case letter; then letters, digits, '-' or '_'", \
-            (*path, error.instance), True
+        return (
+            "name",
+            f"{error.instance!r} is not a valid name",
+            "names start with a lower-case letter; then letters, digits, '-' or '_'",
+            (*path, error.instance),
+            True,
+        )
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = _subschema_properties(error)
         extra = [k for k in error.instance if k not in known]
@@ -78,10 +88,20 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
     if kind == "type":
         expected = error.validator_value
         got = type(error.instance).__name__
-        got = {"str": "string", "int": "integer", "float": "number", "dict": "mapping",
-               "list": "list", "bool": "boolean", "NoneType": "nothing"}.get(got, got)
-        hint = "quote dates and times, e.g. \"2027-01-05T02:00:00\"" if got in (
-            "datetime", "date") else None
+        got = {
+            "str": "string",
+            "int": "integer",
+            "float": "number",
+            "dict": "mapping",
+            "list": "list",
+            "bool": "boolean",
+            "NoneType": "nothing",
+        }.get(got, got)
+        hint = (
+            'quote dates and times, e.g. "2027-01-05T02:00:00"'
+            if got in ("datetime", "date")
+            else None
+        )
         return "type", f"expected {expected}, got {got} ({error.instance!r})", hint, path, False
     if kind == "enum":
         choices = [str(v) for v in error.validator_value]  # type: ignore[union-attr]
@@ -92,8 +112,13 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
     if kind == "const":
         return "value", f"must be {error.validator_value!r}", None, path, False
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        return "range", f"{error.instance!r} is out of range ({kind} {error.validator_value})", \
-            None, path, False
+        return (
+            "range",
+            f"{error.instance!r} is out of range ({kind} {error.validator_value})",
+            None,
+            path,
+            False,
+        )
     if kind == "pattern":
         desc = error.schema.get("description") if isinstance(error.schema, dict) else None
         return "format", f"{error.instance!r} is not valid here", desc, path, False
@@ -103,23 +128,45 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
         return "duplicate-item", "list items must be unique", None, path, False
     if kind in ("oneOf", "anyOf"):
         branches: list[Any] = list(error.validator_value)  # type: ignore[arg-type]
-        kinds = sorted({_KIND_NAMES.get(str(sub.get("type")), str(sub.get("type")))
-                        for sub in branches if isinstance(sub, dict) and "type" in sub})
+        kinds = sorted(
+            {
+                _KIND_NAMES.get(str(sub.get("type")), str(sub.get("type")))
+                for sub in branches
+                if isinstance(sub, dict) and "type" in sub
+            }
+        )
         desc = error.schema.get("description") if isinstance(error.schema, dict) else None
         if kinds:
-            return "type", f"expected {' or '.join(kinds)}, got {_kind(error.instance)}", \
-                desc, path, False
+            return (
+                "type",
+                f"expected {' or '.join(kinds)}, got {_kind(error.instance)}",
+                desc,
+                path,
+                False,
+            )
     return "schema", error.message, None, path, False
 
 
-_KIND_NAMES = {"array": "a list", "object": "a mapping", "integer": "an integer",
-               "string": "a string", "number": "a number", "boolean": "true or false"}
+_KIND_NAMES = {
+    "array": "a list",
+    "object": "a mapping",
+    "integer": "an integer",
+    "string": "a string",
+    "number": "a number",
+    "boolean": "true or false",
+}
 
 
 def _kind(value: object) -> str:
-    return {"str": "a string", "int": "an integer", "float": "a number", "dict": "a mapping",
-            "list": "a list", "bool": "a boolean", "NoneType": "nothing"}.get(
-                type(value).__name__, type(value).__name__)
+    return {
+        "str": "a string",
+        "int": "an integer",
+        "float": "a number",
+        "dict": "a mapping",
+        "list": "a list",
+        "bool": "a boolean",
+        "NoneType": "nothing",
+    }.get(type(value).__name__, type(value).__name__)
 
 
 def schema_findings(doc: PlanDocument) -> list[Finding]:

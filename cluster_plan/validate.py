@@ -37,11 +37,25 @@ def _semantic_findings(doc: PlanDocument, schema_clean: bool) -> tuple[list[Find
     plan = doc.data
     findings: list[Finding] = []
     groups = plan.get("node_groups")
-    planned = sum(g["count"] for g in groups.values() if isinstance(g, dict) and
-                  type(g.get("count")) is int and g["count"] > 0) if isinstance(groups, dict) else 0
+    planned = (
+        sum(
+            g["count"]
+            for g in groups.values()
+            if isinstance(g, dict) and type(g.get("count")) is int and g["count"] > 0
+        )
+        if isinstance(groups, dict)
+        else 0
+    )
     if planned > MAX_NODES:  # enumerating ten million nodes would take minutes
-        return [doc.place(Finding("too-many-nodes", f"the plan has {planned} nodes; the limit "
-                                  f"is {MAX_NODES}", ("node_groups",)))], []
+        return [
+            doc.place(
+                Finding(
+                    "too-many-nodes",
+                    f"the plan has {planned} nodes; the limit is {MAX_NODES}",
+                    ("node_groups",),
+                )
+            )
+        ], []
     try:
         nodes = list(iter_nodes(plan))
     except (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError):
@@ -75,26 +89,51 @@ def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Find
                 continue
             used[i] = True
             if finding.severity == "warning":
-                finding = Finding(finding.code, finding.message, finding.path, finding.severity,
-                                  finding.hint, finding.file, finding.line, finding.column,
-                                  suppressed_by=str(rule.get("reason")))
+                finding = Finding(
+                    finding.code,
+                    finding.message,
+                    finding.path,
+                    finding.severity,
+                    finding.hint,
+                    finding.file,
+                    finding.line,
+                    finding.column,
+                    suppressed_by=str(rule.get("reason")),
+                )
             break
         out.append(finding)
     for i, rule in enumerate(rules):
         if isinstance(rule, dict) and not used[i]:
-            out.append(doc.place(Finding("unused-suppression", f"no warning {rule.get('code')!r}"
-                                         + (f" at {rule['path']}" if rule.get("path") else "")
-                                         + " to suppress", ("suppress", i),
-                                         severity="warning")))
+            out.append(
+                doc.place(
+                    Finding(
+                        "unused-suppression",
+                        f"no warning {rule.get('code')!r}"
+                        + (f" at {rule['path']}" if rule.get("path") else "")
+                        + " to suppress",
+                        ("suppress", i),
+                        severity="warning",
+                    )
+                )
+            )
         elif isinstance(rule, dict) and not any(
-                f.suppressed_by is not None and f.code == rule.get("code") for f in out):
-            out.append(doc.place(Finding("suppress-error", f"{rule.get('code')!r} is an error; "
-                                         "only warnings can be suppressed", ("suppress", i))))
+            f.suppressed_by is not None and f.code == rule.get("code") for f in out
+        ):
+            out.append(
+                doc.place(
+                    Finding(
+                        "suppress-error",
+                        f"{rule.get('code')!r} is an error; only warnings can be suppressed",
+                        ("suppress", i),
+                    )
+                )
+            )
     return out
 
 
-def validate_document(doc: PlanDocument, *, lock_path: Path | None = None,
-                      check_lock: bool = True) -> Validation:
+def validate_document(
+    doc: PlanDocument, *, lock_path: Path | None = None, check_lock: bool = True
+) -> Validation:
     result = Validation(doc=doc, findings=list(doc.findings), lock_path=lock_path)
     if doc.data is None or not isinstance(doc.data, dict):
         return result
@@ -122,11 +161,16 @@ def _check_lock(result: Validation, lock_path: Path) -> None:
         return
     differences = lock_differences(lock, fresh)
     if differences:
-        result.findings.append(Finding(
-            "lock-stale", "the lock file does not match the plan: " + "; ".join(differences),
-            (), file=str(lock_path),
-            hint="run `cluster-plan lock PLAN` to update it (surviving hosts keep their "
-            "addresses), review the diff, and commit it"))
+        result.findings.append(
+            Finding(
+                "lock-stale",
+                "the lock file does not match the plan: " + "; ".join(differences),
+                (),
+                file=str(lock_path),
+                hint="run `cluster-plan lock PLAN` to update it (surviving hosts keep their "
+                "addresses), review the diff, and commit it",
+            )
+        )
         return
     result.lock = lock
 
@@ -136,10 +180,16 @@ def validate_file(path: str | Path, *, check_lock: bool = True) -> Validation:
     return validate_document(doc, lock_path=lock_path_for(path), check_lock=check_lock)
 
 
-def validate_text(text: str | bytes, file: str = "<plan>", *, lock_path: Path | None = None,
-                  check_lock: bool = False) -> Validation:
-    return validate_document(parse_plan_text(text, file), lock_path=lock_path,
-                             check_lock=check_lock)
+def validate_text(
+    text: str | bytes,
+    file: str = "<plan>",
+    *,
+    lock_path: Path | None = None,
+    check_lock: bool = False,
+) -> Validation:
+    return validate_document(
+        parse_plan_text(text, file), lock_path=lock_path, check_lock=check_lock
+    )
 
 
 __all__ = ["Validation", "format_path", "validate_document", "validate_file", "validate_text"]

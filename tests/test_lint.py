@@ -19,11 +19,14 @@ def run(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
 
 
-@pytest.mark.parametrize("tool", [
-    ("ruff", "check", "cluster_plan", "plugins", "roles", "tests", "benchmarks"),
-    ("mypy",),
-    ("yamllint", "-s", "."),
-])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        ("ruff", "check", "cluster_plan", "plugins", "roles", "tests", "benchmarks"),
+        ("mypy",),
+        ("yamllint", "-s", "."),
+    ],
+)
 def test_python_and_yaml_linters(tool: tuple[str, ...]) -> None:
     result = run(str(BIN / tool[0]), *tool[1:])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -35,8 +38,9 @@ def test_ansible_lint_production_profile() -> None:
 
 
 def test_plans_pass_check_jsonschema() -> None:
-    result = run(str(BIN / "check-jsonschema"), "--schemafile",
-                 "schemas/cluster-plan.schema.json", *PLANS)
+    result = run(
+        str(BIN / "check-jsonschema"), "--schemafile", "schemas/cluster-plan.schema.json", *PLANS
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -79,6 +83,11 @@ def test_every_role_has_argument_specs_and_a_current_readme() -> None:
     assert roles
     for role in roles:
         assert (role / "meta" / "argument_specs.yml").is_file(), role.name
-    result = run(sys.executable, "-m", "cluster_plan.role_docs", "--check",
-                 *(str(r.relative_to(ROOT)) for r in roles))
+    result = run(
+        sys.executable,
+        "-m",
+        "cluster_plan.role_docs",
+        "--check",
+        *(str(r.relative_to(ROOT)) for r in roles),
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -187,6 +187,59 @@ def localise(
     return findings
 
 
+Failing = dict[str, dict[tuple[str, str], str]]
+
+
+def _bandwidth_failures(
+    tests: Sequence[BandwidthTest], criteria: Criteria, failing: Failing
+) -> dict[tuple[str, str], str]:
+    """Record failing pairs in ``failing``; return the outliers (slow but above the floor)."""
+    outliers: dict[tuple[str, str], str] = {}
+    median = bandwidth_median(tests)
+    for t in tests:
+        key, final = _key(t.client, t.server), t.final
+        status = bandwidth_status(final, criteria)
+        if status == ERROR:
+            failing["measurement"][key] = f"iperf3 {t.client} -> {t.server}: {final.error}"
+        elif status == FAIL and final.bps is not None:
+            failing["bandwidth"][key] = (
+                f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s "
+                f"< {criteria.min_gbps:g}"
+            )
+        elif is_outlier(final, median, criteria) and final.bps is not None and median:
+            outliers[key] = (
+                f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s, "
+                f"{final.bps / median:.0%} of the median"
+            )
+    return outliers
+
+
+def _probe_failures(tests: Sequence[ProbeTest], criteria: Criteria, failing: Failing) -> None:
+    for p in tests:
+        key, probe = _key(p.source, p.target), p.final
+        if not probe.ok:
+            failing["measurement"][key] = f"fping {p.source} -> {p.target}: {probe.error}"
+            continue
+        if loss_status(probe, criteria) == FAIL:
+            failing["loss"][key] = (
+                f"{p.source} -> {p.target}: {probe.loss_pct:.2f}% lost of {probe.sent}"
+            )
+        if latency_status(probe, criteria) == FAIL:
+            failing["latency"][key] = f"{p.source} -> {p.target}: median {probe.median_ms:.3f} ms"
+
+
+def _mtu_failures(tests: Sequence[MtuTest], failing: Failing) -> None:
+    for m in tests:
+        key = _key(m.source, m.target)
+        status = mtu_status(m.sample)
+        if status == ERROR:
+            failing["measurement"][key] = f"MTU probe {m.source} -> {m.target}: {m.sample.error}"
+        elif status == FAIL:
+            failing["mtu"][key] = (
+                f"{m.source} -> {m.target}: no {m.mtu}-byte don't-fragment probe came back"
+            )
+
+
 def judge(
     bandwidth: Sequence[BandwidthTest],
     probes: Sequence[ProbeTest],
@@ -199,49 +252,12 @@ def judge(
     )
     findings: list[Finding] = []
     for net in networks:
-        failing: dict[str, dict[tuple[str, str], str]] = {k: {} for k in KIND_ORDER}
-        outliers: dict[tuple[str, str], str] = {}
-        net_bw = [t for t in bandwidth if t.network == net]
-        median = bandwidth_median(net_bw)
-        for t in net_bw:
-            key, final = _key(t.client, t.server), t.final
-            status = bandwidth_status(final, criteria)
-            if status == ERROR:
-                failing["measurement"][key] = f"iperf3 {t.client} -> {t.server}: {final.error}"
-            elif status == FAIL and final.bps is not None:
-                failing["bandwidth"][key] = (
-                    f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s "
-                    f"< {criteria.min_gbps:g}"
-                )
-            elif is_outlier(final, median, criteria) and final.bps is not None and median:
-                outliers[key] = (
-                    f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s, "
-                    f"{final.bps / median:.0%} of the median"
-                )
-        for p in (t for t in probes if t.network == net):
-            key, probe = _key(p.source, p.target), p.final
-            if not probe.ok:
-                failing["measurement"][key] = f"fping {p.source} -> {p.target}: {probe.error}"
-                continue
-            if loss_status(probe, criteria) == FAIL:
-                failing["loss"][key] = (
-                    f"{p.source} -> {p.target}: {probe.loss_pct:.2f}% lost of {probe.sent}"
-                )
-            if latency_status(probe, criteria) == FAIL:
-                failing["latency"][key] = (
-                    f"{p.source} -> {p.target}: median {probe.median_ms:.3f} ms"
-                )
-        for m in (t for t in mtu if t.network == net):
-            key = _key(m.source, m.target)
-            status = mtu_status(m.sample)
-            if status == ERROR:
-                failing["measurement"][key] = (
-                    f"MTU probe {m.source} -> {m.target}: {m.sample.error}"
-                )
-            elif status == FAIL:
-                failing["mtu"][key] = (
-                    f"{m.source} -> {m.target}: no {m.mtu}-byte don't-fragment probe came back"
-                )
+        failing: Failing = {k: {} for k in KIND_ORDER}
+        outliers = _bandwidth_failures(
+            [t for t in bandwidth if t.network == net], criteria, failing
+        )
+        _probe_failures([t for t in probes if t.network == net], criteria, failing)
+        _mtu_failures([t for t in mtu if t.network == net], failing)
         named: dict[str, str] = {}
         for kind in KIND_ORDER:
             for finding in localise(failing[kind], kind, net):

@@ -57,7 +57,8 @@ def register(subparsers: Any) -> None:
         return parser
 
     plan_parser("up", "build and boot the lab (a no-op when it is up)").set_defaults(
-        lab_handler=_up)
+        lab_handler=_up
+    )
     plan_parser("down", "remove everything the lab made").set_defaults(lab_handler=_down)
     st = plan_parser("status", "what is running, read from the machine")
     st.add_argument("--format", choices=["text", "json"], default="text")
@@ -78,9 +79,12 @@ def register(subparsers: Any) -> None:
     fault.add_argument("--down", action="store_true", help="take the node's link(s) down")
     fault.add_argument("--clear", action="store_true", help="remove every fault from the node")
     fault.add_argument("--net", help="only this plan network's link (default: all)")
-    fault.add_argument("--duration", type=float, default=0,
-                       help="hold the fault this many seconds, then clear it (default: "
-                            "until --clear or lab down)")
+    fault.add_argument(
+        "--duration",
+        type=float,
+        default=0,
+        help="hold the fault this many seconds, then clear it (default: until --clear or lab down)",
+    )
     fault.set_defaults(lab_handler=_fault)
     restart = plan_parser("restart", "power-cycle a node (its disk survives)")
     restart.add_argument("node")
@@ -112,8 +116,10 @@ def _up(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
 
 def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     removed = lifecycle.down(expanded)
-    print(f"lab {for_plan(expanded).lab}: down" +
-          (f" (removed {len(removed)}: {', '.join(removed)})" if removed else " (nothing ran)"))
+    print(
+        f"lab {for_plan(expanded).lab}: down"
+        + (f" (removed {len(removed)}: {', '.join(removed)})" if removed else " (nothing ran)")
+    )
     return 0
 
 
@@ -133,8 +139,14 @@ def _host(expanded: dict[str, Any], name: str) -> dict[str, Any]:
 def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     host = _host(expanded, args.node)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    argv = ["ssh", *ssh_options(expanded), "-i", str(for_plan(expanded).ssh_key),
-            f"root@{host['address']}", *command]
+    argv = [
+        "ssh",
+        *ssh_options(expanded),
+        "-i",
+        str(for_plan(expanded).ssh_key),
+        f"root@{host['address']}",
+        *command,
+    ]
     sys.stdout.flush()
     os.execvp("ssh", argv)
 
@@ -177,7 +189,9 @@ def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     fault = faults.Fault(
         rate_mbit=faults.parse_rate(args.rate) if args.rate else None,
         loss_pct=faults.parse_pct(args.loss) if args.loss else None,
-        delay_ms=faults.parse_ms(args.delay) if args.delay else None, down=args.down)
+        delay_ms=faults.parse_ms(args.delay) if args.delay else None,
+        down=args.down,
+    )
     faults.apply(names, expanded, args.node, fault, args.net)
     print(f"{args.node}: {fault.describe()}")
     if args.duration > 0:

@@ -14,15 +14,26 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 def proxy_command(admin_ns: str) -> str:
     """A ProxyCommand that fails fast with a clear message when the lab is down."""
-    return (f"env PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} {shlex.quote(sys.executable)}"
-            f" -m cluster_plan.lab.proxycommand {admin_ns} %h %p")
+    return (
+        f"env PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} {shlex.quote(sys.executable)}"
+        f" -m cluster_plan.lab.proxycommand {admin_ns} %h %p"
+    )
 
 
 def ssh_options(expanded: dict[str, Any]) -> list[str]:
     names = for_plan(expanded)
-    return ["-o", f"ProxyCommand={proxy_command(names.admin_ns)}",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no",
-            "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
+    return [
+        "-o",
+        f"ProxyCommand={proxy_command(names.admin_ns)}",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "ConnectTimeout=10",
+    ]
 
 
 def connection_vars(expanded: dict[str, Any], plan_path: str) -> dict[str, str]:
@@ -40,5 +51,6 @@ def connection_vars(expanded: dict[str, Any], plan_path: str) -> dict[str, str]:
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(names.ssh_key),
         "ansible_ssh_common_args": " ".join(
-            shlex.quote(o) for o in [*ssh_options(expanded), *control]),
+            shlex.quote(o) for o in [*ssh_options(expanded), *control]
+        ),
     }

@@ -52,8 +52,25 @@ def shape(ns: str, dev: str, mbit: int, mtu: int) -> None:
     """Token bucket on the egress of one link end: the link's speed, physically enforced."""
     rate_bytes = mbit * 1_000_000 // 8
     burst = max(rate_bytes // 250, 4 * mtu, 16_000)
-    run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
-         "burst", str(burst), "latency", "20ms"])
+    run(
+        [
+            "tc",
+            "-n",
+            ns,
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            f"{mbit}mbit",
+            "burst",
+            str(burst),
+            "latency",
+            "20ms",
+        ]
+    )
 
 
 def build_fabric(names: LabNames, wiring: Wiring) -> None:
@@ -82,8 +99,19 @@ def wire_port(names: LabNames, port: Port) -> None:
     if not link_exists(fab, port.switch_port):
         if link_exists(node, port.device):
             ip(node, "link", "del", port.device)
-        ip(fab, "link", "add", port.switch_port, "type", "veth", "peer", "name", port.device,
-           "netns", node)
+        ip(
+            fab,
+            "link",
+            "add",
+            port.switch_port,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            port.device,
+            "netns",
+            node,
+        )
     ip(fab, "link", "set", port.switch_port, "mtu", str(port.mtu), "master", port.bridge, "up")
     shape(fab, port.switch_port, port.mbit, port.mtu)
     ip(node, "link", "set", port.device, "mtu", str(port.mtu), "up")
@@ -91,8 +119,9 @@ def wire_port(names: LabNames, port: Port) -> None:
     shape(node, port.device, port.mbit, port.mtu)
 
 
-def wire_admin(names: LabNames, bridge: str, addresses: list[str], prefixlen: int,
-               mtu: int) -> None:
+def wire_admin(
+    names: LabNames, bridge: str, addresses: list[str], prefixlen: int, mtu: int
+) -> None:
     """The admin namespace's one cable: to a core bridge of the first network; no route out."""
     fab, admin = names.fabric_ns, names.admin_ns
     ensure_netns(admin)

@@ -55,8 +55,9 @@ def parse_rate(text: str) -> int:
     match = _RATE.match(text.strip())
     if not match:
         raise LabError(f"rate {text!r} is not like 100mbit or 1gbit")
-    value = float(match.group(1)) * {"k": 0.001, "m": 1.0, "g": 1000.0}[
-        (match.group(2) or "m").lower()]
+    value = (
+        float(match.group(1)) * {"k": 0.001, "m": 1.0, "g": 1000.0}[(match.group(2) or "m").lower()]
+    )
     if match.group(3) and match.group(3).lower() == "bps":
         value *= 8
     return max(1, round(value))
@@ -99,15 +100,17 @@ def node_ports(expanded: dict[str, Any], host: str, network: str | None) -> list
     return ports
 
 
-def apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
-          network: str | None = None) -> None:
+def apply(
+    names: LabNames, expanded: dict[str, Any], host: str, fault: Fault, network: str | None = None
+) -> None:
     """Replace the node's current fault (on the chosen links) with `fault`."""
     with state.locked(RUN_ROOT, names.lab):
         _apply(names, expanded, host, fault, network)
 
 
-def _apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
-           network: str | None) -> None:
+def _apply(
+    names: LabNames, expanded: dict[str, Any], host: str, fault: Fault, network: str | None
+) -> None:
     st = state.load(names.state_file)
     if st is None or not fabric.netns_exists(names.fabric_ns):
         raise LabError(f"the lab {names.lab} is not up")
@@ -125,17 +128,50 @@ def _apply(names: LabNames, expanded: dict[str, Any], host: str, fault: Fault,
     if fault.delay_ms:
         queue = list(expanded["hosts"]).index(host)
         for port in ports:
-            run(netns_exec(fab, ["iptables", "-A", "FORWARD", "-m", "physdev", "--physdev-in",
-                                 port.switch_port, "-j", "NFQUEUE", "--queue-num", str(queue),
-                                 "--queue-bypass"]))
+            run(
+                netns_exec(
+                    fab,
+                    [
+                        "iptables",
+                        "-A",
+                        "FORWARD",
+                        "-m",
+                        "physdev",
+                        "--physdev-in",
+                        port.switch_port,
+                        "-j",
+                        "NFQUEUE",
+                        "--queue-num",
+                        str(queue),
+                        "--queue-bypass",
+                    ],
+                )
+            )
         st.delays[host] = spawn(
-            ["ip", "netns", "exec", fab, "env", f"PYTHONPATH={PACKAGE_ROOT}", sys.executable,
-             "-m", "cluster_plan.lab.delay",
-             str(queue), f"{fault.delay_ms:g}", fab], names.run_dir / "logs" / f"delay-{host}.log")
+            [
+                "ip",
+                "netns",
+                "exec",
+                fab,
+                "env",
+                f"PYTHONPATH={PACKAGE_ROOT}",
+                sys.executable,
+                "-m",
+                "cluster_plan.lab.delay",
+                str(queue),
+                f"{fault.delay_ms:g}",
+                fab,
+            ],
+            names.run_dir / "logs" / f"delay-{host}.log",
+        )
         _wait_bound(fab, queue, st.delays[host])
-    st.faults[host] = {"rate_mbit": fault.rate_mbit, "loss_pct": fault.loss_pct,
-                       "delay_ms": fault.delay_ms, "down": fault.down,
-                       "ports": [p.switch_port for p in ports]}
+    st.faults[host] = {
+        "rate_mbit": fault.rate_mbit,
+        "loss_pct": fault.loss_pct,
+        "delay_ms": fault.delay_ms,
+        "down": fault.down,
+        "ports": [p.switch_port for p in ports],
+    }
     state.save(names.state_file, st)
 
 
@@ -143,8 +179,9 @@ def _wait_bound(fab: str, queue: int, stage: ProcRef, within_s: float = 15) -> N
     """Until the stage holds its queue, --queue-bypass lets packets through undelayed."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        table = run(netns_exec(fab, ["cat", "/proc/net/netfilter/nfnetlink_queue"]),
-                    check=False).stdout
+        table = run(
+            netns_exec(fab, ["cat", "/proc/net/netfilter/nfnetlink_queue"]), check=False
+        ).stdout
         if any(line.split()[:1] == [str(queue)] for line in table.splitlines()):
             return
         if not stage.alive():
@@ -157,18 +194,26 @@ def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:
     per_10k = round(pct * 100)
     rules = "".join(
         f'    iifname "{p.switch_port}" numgen random mod 10000 < {per_10k} counter drop\n'
-        for p in ports)
-    run(netns_exec(fab, ["nft", "-f", "-"]), input_text=(
-        f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
-        f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"))
+        for p in ports
+    )
+    run(
+        netns_exec(fab, ["nft", "-f", "-"]),
+        input_text=(
+            f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
+            f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
+        ),
+    )
 
 
 def loss_counters(names: LabNames) -> dict[str, int]:
     """Frames dropped by the loss fault, per switch port."""
-    out = run(netns_exec(names.fabric_ns, ["nft", "list", "table", "bridge", NFT_TABLE]),
-              check=False).stdout
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r'iifname "([^"]+)".*?counter packets (\d+)', out)}
+    out = run(
+        netns_exec(names.fabric_ns, ["nft", "list", "table", "bridge", NFT_TABLE]), check=False
+    ).stdout
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r'iifname "([^"]+)".*?counter packets (\d+)', out)
+    }
 
 
 def clear(names: LabNames, expanded: dict[str, Any], host: str) -> bool:
@@ -177,8 +222,7 @@ def clear(names: LabNames, expanded: dict[str, Any], host: str) -> bool:
         return _clear(names, expanded, host, None)
 
 
-def _clear(names: LabNames, expanded: dict[str, Any], host: str,
-           st: state.LabState | None) -> bool:
+def _clear(names: LabNames, expanded: dict[str, Any], host: str, st: state.LabState | None) -> bool:
     st = st or state.load(names.state_file)
     if st is None:
         raise LabError(f"the lab {names.lab} is not up")
@@ -191,10 +235,29 @@ def _clear(names: LabNames, expanded: dict[str, Any], host: str,
         fabric.shape(fab, port.switch_port, port.mbit, port.mtu)
         fabric.shape(names.node_ns(host), port.device, port.mbit, port.mtu)
         fabric.ip(fab, "link", "set", port.switch_port, "up")
-        while run(netns_exec(fab, ["iptables", "-D", "FORWARD", "-m", "physdev", "--physdev-in",
-                                   port.switch_port, "-j", "NFQUEUE", "--queue-num",
-                                   str(list(expanded["hosts"]).index(host)),
-                                   "--queue-bypass"]), check=False).returncode == 0:
+        while (
+            run(
+                netns_exec(
+                    fab,
+                    [
+                        "iptables",
+                        "-D",
+                        "FORWARD",
+                        "-m",
+                        "physdev",
+                        "--physdev-in",
+                        port.switch_port,
+                        "-j",
+                        "NFQUEUE",
+                        "--queue-num",
+                        str(list(expanded["hosts"]).index(host)),
+                        "--queue-bypass",
+                    ],
+                ),
+                check=False,
+            ).returncode
+            == 0
+        ):
             pass
     st.faults.pop(host, None)
     _rewrite_loss(names, expanded, st)
@@ -208,6 +271,9 @@ def _rewrite_loss(names: LabNames, expanded: dict[str, Any], st: state.LabState)
     run(netns_exec(fab, ["nft", "delete", "table", "bridge", NFT_TABLE]), check=False)
     for host, spec in st.faults.items():
         if spec.get("loss_pct"):
-            ports = [p for p in node_ports(expanded, host, None)
-                     if p.switch_port in spec.get("ports", [])]
+            ports = [
+                p
+                for p in node_ports(expanded, host, None)
+                if p.switch_port in spec.get("ports", [])
+            ]
             _nft_loss(fab, ports, float(spec["loss_pct"]))

@@ -31,8 +31,11 @@ def _root_routes() -> list[dict[str, Any]]:
 
 def _root_addresses() -> list[netaddr.IPNetwork]:
     out = run(["ip", "-j", "-4", "addr", "show"], check=False).stdout or "[]"
-    return [netaddr.IPNetwork(f"{a['local']}/{a['prefixlen']}")
-            for link in json.loads(out) for a in link.get("addr_info", [])]
+    return [
+        netaddr.IPNetwork(f"{a['local']}/{a['prefixlen']}")
+        for link in json.loads(out)
+        for a in link.get("addr_info", [])
+    ]
 
 
 def check_no_overlap(expanded: dict[str, Any]) -> None:
@@ -56,8 +59,11 @@ def check_no_overlap(expanded: dict[str, Any]) -> None:
 
 
 def present(expanded: dict[str, Any]) -> bool:
-    have = {r.get("dst") for r in _root_routes()
-            if str(r.get("protocol")) == ROUTE_PROTO and r.get("type") == "unreachable"}
+    have = {
+        r.get("dst")
+        for r in _root_routes()
+        if str(r.get("protocol")) == ROUTE_PROTO and r.get("type") == "unreachable"
+    }
     return set(plan_cidrs(expanded)) <= have
 
 
@@ -73,5 +79,7 @@ def remove(expanded: dict[str, Any], keep: set[str]) -> None:
         if str(route.get("protocol")) != ROUTE_PROTO or route.get("type") != "unreachable":
             continue
         if route.get("dst") in wanted:
-            run(["ip", "route", "del", "unreachable", route["dst"], "proto", ROUTE_PROTO],
-                check=False)
+            run(
+                ["ip", "route", "del", "unreachable", route["dst"], "proto", ROUTE_PROTO],
+                check=False,
+            )

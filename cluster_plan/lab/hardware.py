@@ -54,8 +54,7 @@ def osd_disks(spec: dict[str, Any]) -> list[str]:
     return [str(d["name"]) for d in spec.get("disks") or [] if d.get("use") == "osd"]
 
 
-def attach_disks(names: LabNames, host: str, spec: dict[str, Any],
-                 loops: dict[str, str]) -> None:
+def attach_disks(names: LabNames, host: str, spec: dict[str, Any], loops: dict[str, str]) -> None:
     """Back each OSD disk with a sparse file on a loop device (kept in `loops`)."""
     for disk in osd_disks(spec):
         key = f"{host}/{disk}"

@@ -39,8 +39,10 @@ def _save(run_root: Path, record: dict[str, Any]) -> None:
 
 def netns_mounted() -> bool:
     """Whether /run/netns is a mount point (`ip netns add` makes it one)."""
-    return any(line.split()[4] == str(NETNS_DIR)
-               for line in Path("/proc/self/mountinfo").read_text().splitlines())
+    return any(
+        line.split()[4] == str(NETNS_DIR)
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
 
 
 def prepare(run_root: Path = RUN_ROOT) -> list[str]:
@@ -68,8 +70,7 @@ def undo_when_last(run_root: Path = RUN_ROOT) -> None:
     record = _load(run_root)
     for key, value in dict(record.get("limits") or {}).items():
         (SYSCTL / key).write_text(str(value))
-    if not record.get("netns_mount_was_there") and netns_mounted() and \
-            not any(NETNS_DIR.iterdir()):
+    if not record.get("netns_mount_was_there") and netns_mounted() and not any(NETNS_DIR.iterdir()):
         run(["umount", str(NETNS_DIR)], check=False)
         with contextlib.suppress(OSError):
             NETNS_DIR.rmdir()

@@ -34,16 +34,29 @@ def ensure_ssh_key(names: LabNames) -> str:
     key = names.ssh_key
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cluster-plan-lab",
-             "-f", str(key)])
+        run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "cluster-plan-lab",
+                "-f",
+                str(key),
+            ]
+        )
     return key.with_suffix(".pub").read_text()
 
 
 def is_up(names: LabNames, st: state.LabState | None, expanded: dict[str, Any]) -> bool:
     if st is None or not fabric.netns_exists(names.admin_ns) or not guard.present(expanded):
         return False
-    return all(host in st.nodes and st.nodes[host].alive() for host in expanded["hosts"]) and \
-        all(ref.alive() for ref in st.services.values())
+    return all(host in st.nodes and st.nodes[host].alive() for host in expanded["hosts"]) and all(
+        ref.alive() for ref in st.services.values()
+    )
 
 
 def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
@@ -59,9 +72,11 @@ def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> 
     if current is not None:
         changed, added = plan_changes(expanded, current.fabric_digest, current.host_digests)
         if changed:
-            raise LabError(f"lab {names.lab} runs an earlier version of the plan ("
-                           f"{', '.join(changed)} changed or went away): run `lab down` then "
-                           "`lab up`")
+            raise LabError(
+                f"lab {names.lab} runs an earlier version of the plan ("
+                f"{', '.join(changed)} changed or went away): run `lab down` then "
+                "`lab up`"
+            )
         if added and "site-dns-ntp" in current.services:  # its zone must learn the new hosts
             current.services.pop("site-dns-ntp").stop()
     if is_up(names, current, expanded):
@@ -77,8 +92,10 @@ def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> 
         print(f"lab {names.lab}: raised {key} for the nodes' systemd", file=log)
     started = time.monotonic()
     base = rootfs.ensure_base(log=names.run_dir / "debootstrap.log")
-    print(f"lab {names.lab}: base image {base.name} ready "
-          f"({time.monotonic() - started:.0f}s)", file=log)
+    print(
+        f"lab {names.lab}: base image {base.name} ready ({time.monotonic() - started:.0f}s)",
+        file=log,
+    )
     pubkey = ensure_ssh_key(names)
     names.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     guard.add(expanded)
@@ -105,13 +122,16 @@ def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> 
         st.services[f"boot-{host}"] = parent
         state.save(names.state_file, st)
     wait_ready(names, st, expanded)
-    print(f"lab {names.lab}: {len(expanded['hosts'])} nodes up "
-          f"({time.monotonic() - started:.0f}s)", file=log)
+    print(
+        f"lab {names.lab}: {len(expanded['hosts'])} nodes up ({time.monotonic() - started:.0f}s)",
+        file=log,
+    )
     return True
 
 
-def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabState,
-                    addresses: list[str]) -> None:
+def _start_services(
+    names: LabNames, expanded: dict[str, Any], st: state.LabState, addresses: list[str]
+) -> None:
     """The apt proxy (root namespace, unix socket only), its relay and DNS/NTP (admin)."""
     address = addresses[0]
     from urllib.parse import urlparse
@@ -125,20 +145,59 @@ def _start_services(names: LabNames, expanded: dict[str, Any], st: state.LabStat
     logs = names.run_dir / "logs"
     if not (st.services.get("apt-proxy") and st.services["apt-proxy"].alive()):
         st.services["apt-proxy"] = spawn(
-            ["env", f"PYTHONPATH={env_path}", python, "-m", "cluster_plan.lab.proxy", "serve",
-             str(names.proxy_socket), str(cache), names.admin_ns], logs / "apt-proxy.log")
+            [
+                "env",
+                f"PYTHONPATH={env_path}",
+                python,
+                "-m",
+                "cluster_plan.lab.proxy",
+                "serve",
+                str(names.proxy_socket),
+                str(cache),
+                names.admin_ns,
+            ],
+            logs / "apt-proxy.log",
+        )
     if not (st.services.get("apt-relay") and st.services["apt-relay"].alive()):
         st.services["apt-relay"] = spawn(
-            ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
-             "-m", "cluster_plan.lab.proxy", "relay", address, str(port),
-             str(names.proxy_socket), names.admin_ns], logs / "apt-relay.log")
+            [
+                "ip",
+                "netns",
+                "exec",
+                names.admin_ns,
+                "env",
+                f"PYTHONPATH={env_path}",
+                python,
+                "-m",
+                "cluster_plan.lab.proxy",
+                "relay",
+                address,
+                str(port),
+                str(names.proxy_socket),
+                names.admin_ns,
+            ],
+            logs / "apt-relay.log",
+        )
     if not (st.services.get("site-dns-ntp") and st.services["site-dns-ntp"].alive()):
         zone = names.run_dir / "zone.json"
         zone.write_text(json.dumps(sitesvc.zone_of(expanded)))
         st.services["site-dns-ntp"] = spawn(
-            ["ip", "netns", "exec", names.admin_ns, "env", f"PYTHONPATH={env_path}", python,
-             "-m", "cluster_plan.lab.sitesvc", str(zone), names.admin_ns, *addresses],
-            logs / "site.log")
+            [
+                "ip",
+                "netns",
+                "exec",
+                names.admin_ns,
+                "env",
+                f"PYTHONPATH={env_path}",
+                python,
+                "-m",
+                "cluster_plan.lab.sitesvc",
+                str(zone),
+                names.admin_ns,
+                *addresses,
+            ],
+            logs / "site.log",
+        )
     state.save(names.state_file, st)
 
 
@@ -150,12 +209,15 @@ def wait_ready(names: LabNames, st: state.LabState, expanded: dict[str, Any]) ->
         pending = {h for h in pending if not node.sshd_listening(st.nodes[h])}
         dead = [h for h in pending if not st.nodes[h].alive()]
         if dead:
-            raise LabError(f"node(s) died while booting: {', '.join(sorted(dead))}; see "
-                           f"{names.run_dir}/nodes/<host>/console.log")
+            raise LabError(
+                f"node(s) died while booting: {', '.join(sorted(dead))}; see "
+                f"{names.run_dir}/nodes/<host>/console.log"
+            )
         time.sleep(0.2)
     if pending:
-        raise LabError(f"sshd did not start within {BOOT_TIMEOUT_S}s on: "
-                       f"{', '.join(sorted(pending))}")
+        raise LabError(
+            f"sshd did not start within {BOOT_TIMEOUT_S}s on: {', '.join(sorted(pending))}"
+        )
 
 
 def down(expanded: dict[str, Any]) -> list[str]:

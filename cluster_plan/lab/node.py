@@ -18,8 +18,14 @@ from cluster_plan.lab.names import CGROUP_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, run, spawn
 
 # The device nodes every node gets in its own tmpfs /dev (never the host's /dev).
-BASE_DEVICES = (("null", "c", 1, 3), ("zero", "c", 1, 5), ("full", "c", 1, 7),
-                ("random", "c", 1, 8), ("urandom", "c", 1, 9), ("tty", "c", 5, 0))
+BASE_DEVICES = (
+    ("null", "c", 1, 3),
+    ("zero", "c", 1, 5),
+    ("full", "c", 1, 7),
+    ("random", "c", 1, 8),
+    ("urandom", "c", 1, 9),
+    ("tty", "c", 5, 0),
+)
 
 
 def cgroup_hierarchies() -> list[Path]:
@@ -50,8 +56,9 @@ def remove_cgroups(names: LabNames, host: str | None = None) -> None:
         base = top if host else top.parent
         if not base.exists():
             continue
-        for path in sorted((p for p in base.rglob("*") if p.is_dir()),
-                           key=lambda p: len(p.parts), reverse=True):
+        for path in sorted(
+            (p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+        ):
             path.rmdir()
         base.rmdir()
         for parent in (base.parent, base.parent.parent) if not host else (base.parent,):
@@ -59,8 +66,9 @@ def remove_cgroups(names: LabNames, host: str | None = None) -> None:
                 parent.rmdir()
 
 
-def prepare_upper(names: LabNames, host: str, spec: dict[str, Any], pubkey: str,
-                  nameservers: list[str]) -> Path:
+def prepare_upper(
+    names: LabNames, host: str, spec: dict[str, Any], pubkey: str, nameservers: list[str]
+) -> Path:
     """Per-node files written into the overlay's upper layer before boot."""
     upper = names.node_dir(host) / "upper"
     fresh = not upper.exists()
@@ -74,27 +82,29 @@ def prepare_upper(names: LabNames, host: str, spec: dict[str, Any], pubkey: str,
     keys = ssh / "authorized_keys"
     present = keys.read_text() if keys.exists() else ""
     if pubkey.strip() not in present:  # keep keys the roles added
-        keys.write_text(present + ("" if not present or present.endswith("\n") else "\n")
-                        + pubkey)
+        keys.write_text(present + ("" if not present or present.endswith("\n") else "\n") + pubkey)
     keys.chmod(0o600)
     if fresh:  # first boot only: afterwards these files belong to the roles
-        (upper / "etc/resolv.conf").write_text(
-            "".join(f"nameserver {ns}\n" for ns in nameservers))
+        (upper / "etc/resolv.conf").write_text("".join(f"nameserver {ns}\n" for ns in nameservers))
         fqdn = spec.get("fqdn") or spec["hostname"]
         (upper / "etc/hosts").write_text(
-            f"127.0.0.1\tlocalhost\n{spec['address']}\t{fqdn} {spec['hostname']}\n")
+            f"127.0.0.1\tlocalhost\n{spec['address']}\t{fqdn} {spec['hostname']}\n"
+        )
     return upper
 
 
-def boot_script(names: LabNames, host: str, spec: dict[str, Any], base: Path,
-                loops: dict[str, str]) -> str:
+def boot_script(
+    names: LabNames, host: str, spec: dict[str, Any], base: Path, loops: dict[str, str]
+) -> str:
     node = names.node_dir(host)
     root = node / "root"
     q = shlex.quote
     lines = [
-        "#!/bin/sh", "set -e", f"R={q(str(root))}",
+        "#!/bin/sh",
+        "set -e",
+        f"R={q(str(root))}",
         f"mount -t overlay overlay -o lowerdir={q(str(base))},upperdir={q(str(node / 'upper'))}"
-        f",workdir={q(str(node / 'work'))} \"$R\"",
+        f',workdir={q(str(node / "work"))} "$R"',
         'mount -t proc proc "$R/proc"',
         # Kernel-wide sysctls stay the host's: only the node's own net.* is writable.
         'mount --bind "$R/proc/sys" "$R/proc/sys"',
@@ -124,8 +134,7 @@ def boot_script(names: LabNames, host: str, spec: dict[str, Any], base: Path,
         mode = "660" if kind == "b" else "666"  # disks: root (and group disk) only
         lines.append(f'mknod -m {mode} "$R/dev/{name}" {kind} {major} {minor}')
     for link, target in device_links(spec, loops):
-        lines += [f'mkdir -p "$R/dev/{os.path.dirname(link)}"',
-                  f'ln -s {target} "$R/dev/{link}"']
+        lines += [f'mkdir -p "$R/dev/{os.path.dirname(link)}"', f'ln -s {target} "$R/dev/{link}"']
     lines += [
         'mkdir "$R/dev/pts" "$R/dev/shm" "$R/dev/mqueue"',
         'mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$R/dev/pts"',
@@ -151,9 +160,11 @@ def boot(names: LabNames, host: str, script: str) -> tuple[ProcRef, ProcRef]:
     joins = "".join(f"echo $$ > {shlex.quote(str(p))}\n" for p in procs)
     # The node joins its own cgroups before unsharing, so its cgroup namespace is rooted there.
     launcher.write_text(
-        "#!/bin/sh\nset -e\n" + joins +
-        f"exec nsenter --net=/run/netns/{names.node_ns(host)} unshare --mount --uts --ipc "
-        f"--pid --cgroup --fork --kill-child /bin/sh {shlex.quote(str(run_dir / 'boot.sh'))}\n")
+        "#!/bin/sh\nset -e\n"
+        + joins
+        + f"exec nsenter --net=/run/netns/{names.node_ns(host)} unshare --mount --uts --ipc "
+        f"--pid --cgroup --fork --kill-child /bin/sh {shlex.quote(str(run_dir / 'boot.sh'))}\n"
+    )
     parent = spawn(["/bin/sh", str(launcher)], run_dir / "console.log")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -236,5 +247,9 @@ def memory_mib(names: LabNames, host: str) -> dict[str, float]:
             path = hier / names.cgroup_rel(host) / name
             if path.exists() and not charged:
                 charged = int(path.read_text()) / 2**20
-    return {"pss_mib": pss / 1024, "rss_mib": rss / 1024, "cgroup_mib": charged,
-            "processes": float(len(pids))}
+    return {
+        "pss_mib": pss / 1024,
+        "rss_mib": rss / 1024,
+        "cgroup_mib": charged,
+        "processes": float(len(pids)),
+    }

@@ -14,12 +14,19 @@ from pathlib import Path
 from cluster_plan.lab.names import LabError
 
 
-def run(argv: Sequence[str], *, check: bool = True, input_text: str | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: Sequence[str], *, check: bool = True, input_text: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run a tool; on failure raise LabError naming the command and its stderr."""
     try:
-        result = subprocess.run(list(argv), capture_output=True, text=True, input=input_text,
-                                timeout=timeout, check=False)
+        result = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            input=input_text,
+            timeout=timeout,
+            check=False,
+        )
     except FileNotFoundError as err:
         raise LabError(f"{argv[0]} is not installed (needed by the lab)") from err
     except subprocess.TimeoutExpired as err:
@@ -43,7 +50,7 @@ def start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return int(fields[19])
@@ -83,8 +90,19 @@ def spawn(argv: Sequence[str], log: Path) -> ProcRef:
     # Double fork through sh: the daemon outlives the caller (a CLI run, a pytest session)
     # without being its child, so no caller is left holding a process it never waits for.
     launcher = subprocess.run(
-        ["/bin/sh", "-c", 'log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "sh",
-         str(log), *argv], capture_output=True, text=True, start_new_session=True, check=True)
+        [
+            "/bin/sh",
+            "-c",
+            'log="$1"; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!',
+            "sh",
+            str(log),
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        check=True,
+    )
     return ProcRef.of(int(launcher.stdout.strip()))
 
 

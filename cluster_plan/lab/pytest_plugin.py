@@ -32,8 +32,21 @@ from cluster_plan.lab.proc import ProcRef
 REPO = Path(__file__).resolve().parents[2]
 LAB_PLAN = REPO / "inventory" / "lab" / "cluster.yml"
 SESSION_WAIT_S = 1200.0
-TOOLS = ("debootstrap", "unshare", "nsenter", "ip", "tc", "nft", "iptables", "nc", "iperf3",
-         "fping", "ssh", "ssh-keygen", "losetup")
+TOOLS = (
+    "debootstrap",
+    "unshare",
+    "nsenter",
+    "ip",
+    "tc",
+    "nft",
+    "iptables",
+    "nc",
+    "iperf3",
+    "fping",
+    "ssh",
+    "ssh-keygen",
+    "losetup",
+)
 
 
 def skip_unless_lab_machine() -> None:
@@ -58,18 +71,30 @@ class Lab:
         assert st is not None, "the lab has no state file"
         return st.nodes[host]
 
-    def in_node(self, host: str, argv: list[str], timeout: float = 60,
-                check: bool = True) -> subprocess.CompletedProcess[str]:
+    def in_node(
+        self, host: str, argv: list[str], timeout: float = 60, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run a command inside a node (its namespaces and root), without SSH."""
         init = self.init(host)
-        return subprocess.run(["nsenter", "-t", str(init.pid), "-a", "-r", "-w", *argv],
-                              capture_output=True, text=True, timeout=timeout, check=check)
+        return subprocess.run(
+            ["nsenter", "-t", str(init.pid), "-a", "-r", "-w", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
 
-    def in_netns(self, host: str, argv: list[str], timeout: float = 60,
-                 check: bool = True) -> subprocess.CompletedProcess[str]:
+    def in_netns(
+        self, host: str, argv: list[str], timeout: float = 60, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run a host tool (iperf3, fping) in a node's network namespace only."""
-        return subprocess.run(["ip", "netns", "exec", self.names.node_ns(host), *argv],
-                              capture_output=True, text=True, timeout=timeout, check=check)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.names.node_ns(host), *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
 
     def address(self, host: str, network: str) -> str:
         return str(self.expanded["hosts"][host]["interfaces"][network]["address"])
@@ -88,8 +113,10 @@ def session_claim(lab_id: str, wait_s: float = SESSION_WAIT_S) -> Iterator[None]
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"lab {lab_id!r} stayed busy with another test session for "
-                                f"{wait_s:.0f}s; set CLUSTER_PLAN_LAB_ID to use another id")
+                    pytest.fail(
+                        f"lab {lab_id!r} stayed busy with another test session for "
+                        f"{wait_s:.0f}s; set CLUSTER_PLAN_LAB_ID to use another id"
+                    )
                 time.sleep(1)
         yield
 

@@ -18,15 +18,33 @@ from cluster_plan.lab.proc import run
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 # What a node needs to boot and be managed by Ansible; anything a role installs stays out.
-PACKAGES = ("openssh-server", "python3", "python3-apt", "iproute2", "systemd", "systemd-sysv",
-            "dbus")
+PACKAGES = (
+    "openssh-server",
+    "python3",
+    "python3-apt",
+    "iproute2",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+)
 # Units that cost memory or fail in a namespace and that no role relies on.
 MASKED_UNITS = (
-    "getty.target", "console-getty.service", "e2scrub_all.timer", "e2scrub_reap.service",
-    "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "fstrim.timer",
-    "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "sys-kernel-config.mount",
-    "sys-fs-fuse-connections.mount", "dev-hugepages.mount", "systemd-modules-load.service",
-    "systemd-remount-fs.service", "proc-sys-fs-binfmt_misc.automount",
+    "getty.target",
+    "console-getty.service",
+    "e2scrub_all.timer",
+    "e2scrub_reap.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "fstrim.timer",
+    "sys-kernel-debug.mount",
+    "sys-kernel-tracing.mount",
+    "sys-kernel-config.mount",
+    "sys-fs-fuse-connections.mount",
+    "dev-hugepages.mount",
+    "systemd-modules-load.service",
+    "systemd-remount-fs.service",
+    "proc-sys-fs-binfmt_misc.automount",
 )
 SOURCES = f"""deb {MIRROR} {SUITE} main
 deb {MIRROR} {SUITE}-updates main
@@ -43,8 +61,18 @@ RECIPE_VERSION = "3"
 
 
 def cache_key() -> str:
-    recipe = "\n".join([RECIPE_VERSION, SUITE, MIRROR, *sorted(PACKAGES), *MASKED_UNITS,
-                        SOURCES, JOURNALD, SSH_DROPIN])
+    recipe = "\n".join(
+        [
+            RECIPE_VERSION,
+            SUITE,
+            MIRROR,
+            *sorted(PACKAGES),
+            *MASKED_UNITS,
+            SOURCES,
+            JOURNALD,
+            SSH_DROPIN,
+        ]
+    )
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
@@ -74,8 +102,18 @@ def _build(target: Path, log: Path | None) -> None:
         _unmount_under(work)
         shutil.rmtree(work)
     started = time.monotonic()
-    result = run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                  SUITE, str(work), MIRROR], check=False, timeout=900)
+    result = run(
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            SUITE,
+            str(work),
+            MIRROR,
+        ],
+        check=False,
+        timeout=900,
+    )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(result.stdout + result.stderr)

@@ -34,26 +34,30 @@ def dns_reply(query: bytes, zone: dict[str, str], domain: str) -> bytes | None:
     labels, pos = [], 12
     while pos < len(query) and query[pos]:
         length = query[pos]
-        labels.append(query[pos + 1:pos + 1 + length].decode("ascii", "replace").lower())
+        labels.append(query[pos + 1 : pos + 1 + length].decode("ascii", "replace").lower())
         pos += 1 + length
     if pos + 5 > len(query):
         return None
     qtype, _qclass = struct.unpack_from("!HH", query, pos + 1)
-    question = query[12:pos + 5]
+    question = query[12 : pos + 5]
     name = ".".join(labels)
     answers = b""
     address = zone.get(name)
     if address is not None:
         rcode = 0
         if qtype in (1, 255):  # A or ANY
-            answers = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes(
-                int(part) for part in address.split("."))
+            answers = (
+                b"\xc0\x0c"
+                + struct.pack("!HHIH", 1, 1, 60, 4)
+                + bytes(int(part) for part in address.split("."))
+            )
     elif name == domain or name.endswith(f".{domain}"):
         rcode = 3  # NXDOMAIN: ours, and not there
     else:
         rcode = 5  # REFUSED: the lab resolves its own names only
-    header = struct.pack("!HHHHHH", ident, 0x8400 | (flags & 0x0100) | rcode, 1,
-                         1 if answers else 0, 0, 0)
+    header = struct.pack(
+        "!HHHHHH", ident, 0x8400 | (flags & 0x0100) | rcode, 1, 1 if answers else 0, 0, 0
+    )
     return header + question + answers
 
 
@@ -67,9 +71,15 @@ def ntp_reply(request: bytes, received: float) -> bytes | None:
         return None
     version = (request[0] >> 3) & 0x07
     now = time.time()
-    return (bytes([(version << 3) | 4, 1, request[2], 0xEC])  # server, stratum 1, ~1us
-            + struct.pack("!II", 0, 0x10) + b"LAB\0" + _ntp_time(now) + request[40:48]
-            + _ntp_time(received) + _ntp_time(now))
+    return (
+        bytes([(version << 3) | 4, 1, request[2], 0xEC])  # server, stratum 1, ~1us
+        + struct.pack("!II", 0, 0x10)
+        + b"LAB\0"
+        + _ntp_time(now)
+        + request[40:48]
+        + _ntp_time(received)
+        + _ntp_time(now)
+    )
 
 
 class _Udp(asyncio.DatagramProtocol):
@@ -92,9 +102,11 @@ async def serve(zone_file: str, admin_ns: str, addresses: list[str]) -> None:
     loop = asyncio.get_running_loop()
     for address in addresses:
         await loop.create_datagram_endpoint(
-            lambda: _Udp(lambda data: dns_reply(data, zone, domain)), local_addr=(address, 53))
+            lambda: _Udp(lambda data: dns_reply(data, zone, domain)), local_addr=(address, 53)
+        )
         await loop.create_datagram_endpoint(
-            lambda: _Udp(lambda data: ntp_reply(data, time.time())), local_addr=(address, 123))
+            lambda: _Udp(lambda data: ntp_reply(data, time.time())), local_addr=(address, 123)
+        )
     await exit_when_gone(admin_ns, inside=True)
 
 

@@ -46,9 +46,14 @@ def load(path: Path) -> LabState | None:
     except (OSError, ValueError):
         return None
     return LabState(
-        lab=raw["lab"], plan=raw["plan"], nodes=_refs(raw.get("nodes", {})),
-        services=_refs(raw.get("services", {})), delays=_refs(raw.get("delays", {})),
-        faults=raw.get("faults", {}), loops=raw.get("loops", {}), cidrs=list(raw.get("cidrs", [])),
+        lab=raw["lab"],
+        plan=raw["plan"],
+        nodes=_refs(raw.get("nodes", {})),
+        services=_refs(raw.get("services", {})),
+        delays=_refs(raw.get("delays", {})),
+        faults=raw.get("faults", {}),
+        loops=raw.get("loops", {}),
+        cidrs=list(raw.get("cidrs", [])),
         fabric_digest=str(raw.get("fabric_digest", "")),
         host_digests=dict(raw.get("host_digests", {})),
     )

@@ -24,8 +24,11 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
             "fault": (st.faults.get(host) if st else None),
             "pss_mib": round(node.memory_mib(names, host)["pss_mib"], 1) if alive else None,
         }
-    services = {name: ref.alive() for name, ref in (st.services.items() if st else [])
-                if not name.startswith("boot-")}
+    services = {
+        name: ref.alive()
+        for name, ref in (st.services.items() if st else [])
+        if not name.startswith("boot-")
+    }
     namespaces = fabric.lab_namespaces(names, expanded["hosts"])
     running = sum(1 for n in nodes.values() if n["sshd"])
     up = running == len(nodes) and all(services.values()) and bool(services)
@@ -34,30 +37,50 @@ def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
     condition = "degraded" if leftovers else "down"
     if up:
         condition = "outdated" if stale else "up"
-    return {"lab": names.lab, "up": up and not stale, "plan_changed": stale,
-            "running": running, "total": len(nodes), "condition": condition,
-            "nodes": nodes, "services": services, "namespaces": namespaces}
+    return {
+        "lab": names.lab,
+        "up": up and not stale,
+        "plan_changed": stale,
+        "running": running,
+        "total": len(nodes),
+        "condition": condition,
+        "nodes": nodes,
+        "services": services,
+        "namespaces": namespaces,
+    }
 
 
 def render(report: dict[str, Any]) -> str:
-    lines = [f"lab {report['lab']}: {report['condition']} "
-             f"({report['running']}/{report['total']} nodes reachable)"]
+    lines = [
+        f"lab {report['lab']}: {report['condition']} "
+        f"({report['running']}/{report['total']} nodes reachable)"
+    ]
     if report["condition"] == "down":
         return lines[0]
-    lines.append(f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7} "
-                 f"{'PSS MiB':>8}  FAULT")
+    lines.append(
+        f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7} {'PSS MiB':>8}  FAULT"
+    )
     for host, info in report["nodes"].items():
         fault = info["fault"]
-        fault_text = "-" if not fault else ", ".join(
-            f"{k}={v}" for k, v in fault.items() if v not in (None, False) and k != "ports")
-        lines.append(f"{host:<12} {info['address'] or '-':<15} {info['state']:<12} "
-                     f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7} "
-                     f"{info['pss_mib'] or '-':>8}  {fault_text}")
+        fault_text = (
+            "-"
+            if not fault
+            else ", ".join(
+                f"{k}={v}" for k, v in fault.items() if v not in (None, False) and k != "ports"
+            )
+        )
+        lines.append(
+            f"{host:<12} {info['address'] or '-':<15} {info['state']:<12} "
+            f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7} "
+            f"{info['pss_mib'] or '-':>8}  {fault_text}"
+        )
     for name, alive in report["services"].items():
         lines.append(f"service {name}: {'running' if alive else 'DEAD'}")
     if report.get("plan_changed"):
-        lines.append("the plan changed since `lab up` (hosts, addresses or switches): "
-                     "`lab down` then `lab up`")
+        lines.append(
+            "the plan changed since `lab up` (hosts, addresses or switches): "
+            "`lab down` then `lab up`"
+        )
     if report["condition"] == "degraded":
         lines.append("some of the lab is missing: `lab down` then `lab up` rebuilds it")
     return "\n".join(lines)

@@ -78,31 +78,51 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
     topo = expanded["topology"]
     switches = [*topo.get("core", {}), *topo.get("aggregation", {}), *topo.get("access", {})]
     tags = network_tags(list(networks))
-    bridges = [Bridge(bridge_name(sw, net, tags), sw, net, int(spec.get("mtu") or 1500))
-               for sw in switches for net, spec in networks.items()]
+    bridges = [
+        Bridge(bridge_name(sw, net, tags), sw, net, int(spec.get("mtu") or 1500))
+        for sw in switches
+        for net, spec in networks.items()
+    ]
     mtus = {net: int(spec.get("mtu") or 1500) for net, spec in networks.items()}
     edges: list[tuple[str, str, float]] = []
     for access, spec in topo.get("access", {}).items():
-        edges.append((access, spec["uplink"], float(spec.get("uplink_gbps")
-                                                    or spec.get("link_gbps") or 10)))
+        edges.append(
+            (access, spec["uplink"], float(spec.get("uplink_gbps") or spec.get("link_gbps") or 10))
+        )
     for agg, spec in topo.get("aggregation", {}).items():
         for core in spec.get("uplinks", []):
             edges.append((agg, core, float(spec.get("uplink_gbps") or 100)))
     uplinks = []
     for n, (lower, upper, gbps) in enumerate(edges):
         for k, net in enumerate(networks):
-            uplinks.append(Uplink(f"up{n}n{k}l", f"up{n}n{k}u", bridge_name(lower, net, tags),
-                                  bridge_name(upper, net, tags), scaled_mbit(gbps, scale),
-                                  mtus[net]))
+            uplinks.append(
+                Uplink(
+                    f"up{n}n{k}l",
+                    f"up{n}n{k}u",
+                    bridge_name(lower, net, tags),
+                    bridge_name(upper, net, tags),
+                    scaled_mbit(gbps, scale),
+                    mtus[net],
+                )
+            )
     ports = []
     net_index = {net: k for k, net in enumerate(networks)}
     for host, spec in expanded["hosts"].items():
         for net, iface in spec.get("interfaces", {}).items():
             # named by host, not position, so that a plan that grows renames no cable
-            ports.append(Port(host, net, iface["device"], ifname(host, f"n{net_index[net]}"),
-                              bridge_name(spec["access_switch"], net, tags), iface["address"],
-                              int(iface["prefixlen"]), int(iface.get("mtu") or mtus[net]),
-                              scaled_mbit(float(spec.get("link_gbps") or 10), scale)))
+            ports.append(
+                Port(
+                    host,
+                    net,
+                    iface["device"],
+                    ifname(host, f"n{net_index[net]}"),
+                    bridge_name(spec["access_switch"], net, tags),
+                    iface["address"],
+                    int(iface["prefixlen"]),
+                    int(iface.get("mtu") or mtus[net]),
+                    scaled_mbit(float(spec.get("link_gbps") or 10), scale),
+                )
+            )
     loops = len(edges) >= len(switches)  # a tree over n switches has n-1 edges
     return Wiring(bridges, uplinks, ports, loops)
 
@@ -122,13 +142,22 @@ def fabric_digest(expanded: dict[str, Any]) -> str:
 def host_digests(expanded: dict[str, Any]) -> dict[str, str]:
     """Per host, what its node was built from: its cables and its stand-in hardware."""
     ports = wiring(expanded).ports
-    return {host: _digest(([p for p in ports if p.host == host], spec.get("accelerators"),
-                           spec.get("disks"), spec.get("hostname")))
-            for host, spec in expanded["hosts"].items()}
+    return {
+        host: _digest(
+            (
+                [p for p in ports if p.host == host],
+                spec.get("accelerators"),
+                spec.get("disks"),
+                spec.get("hostname"),
+            )
+        )
+        for host, spec in expanded["hosts"].items()
+    }
 
 
-def plan_changes(expanded: dict[str, Any], fabric: str,
-                 hosts: dict[str, str]) -> tuple[list[str], list[str]]:
+def plan_changes(
+    expanded: dict[str, Any], fabric: str, hosts: dict[str, str]
+) -> tuple[list[str], list[str]]:
     """(what changed under a running lab and needs down/up, hosts that can simply be added)."""
     if fabric and fabric != fabric_digest(expanded):
         return ["switches, networks or service addresses"], []

@@ -29,6 +29,7 @@ async def exit_when_gone(name: str, inside: bool) -> None:
 
 def exit_process_when_gone(name: str, inside: bool) -> None:
     """For threaded servers: a daemon thread that ends the process with the namespace."""
+
     def watch() -> None:
         while netns_alive(name, inside):
             time.sleep(PERIOD_S)

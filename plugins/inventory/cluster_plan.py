@@ -97,8 +97,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             data = self.loader.load_from_file(path, cache="none", trusted_as_template=True)
         except TypeError:  # ansible-core before 2.19 has no data trust
             data = self.loader.load_from_file(path, cache="none")
-        options = {k: data[k] for k in ("compose", "groups", "keyed_groups", "strict",
-                                         "leading_separator", "use_extra_vars") if k in data}
+        options = {
+            k: data[k]
+            for k in (
+                "compose",
+                "groups",
+                "keyed_groups",
+                "strict",
+                "leading_separator",
+                "use_extra_vars",
+            )
+            if k in data
+        }
         self.set_options(direct={"plugin": self.NAME, **options}, var_options=self._vars)
 
     def _populate(self, expanded: dict[str, Any], path: str) -> None:
@@ -120,13 +130,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 inventory.add_child(group, name)
         strict = self.get_option("strict")
         for name, host in hosts.items():
-            variables = {"plan_host": host, "cluster_plan": cluster,
-                         "ansible_host": host["address"]}
+            variables = {
+                "plan_host": host,
+                "cluster_plan": cluster,
+                "ansible_host": host["address"],
+            }
             self._set_composite_vars(self.get_option("compose"), variables, name, strict=strict)
-            self._add_host_to_composed_groups(self.get_option("groups"), variables, name,
-                                              strict=strict)
-            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, name,
-                                           strict=strict)
+            self._add_host_to_composed_groups(
+                self.get_option("groups"), variables, name, strict=strict
+            )
+            self._add_host_to_keyed_groups(
+                self.get_option("keyed_groups"), variables, name, strict=strict
+            )
 
     @staticmethod
     def _connection_vars(expanded: dict[str, Any], path: str) -> dict[str, str]:

@@ -103,13 +103,21 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 NVIDIA_PCI_VENDOR = "0x10de"
 _XID_LINE = re.compile(
     r"^(?:(?P<time>\S+)\s+\S+\s+kernel:\s+)?.*NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\):\s*"
-    r"(?P<xid>\d+),\s*(?P<message>.*)$")
+    r"(?P<xid>\d+),\s*(?P<message>.*)$"
+)
 _MODULE_VERSION = re.compile(
-    r"NVIDIA UNIX (?P<open>Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(?P<version>\d+(?:\.\d+)+)")
+    r"NVIDIA UNIX (?P<open>Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(?P<version>\d+(?:\.\d+)+)"
+)
 _CLOCK_EVENT_REASONS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
-    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
 }
 
 
@@ -125,10 +133,16 @@ def read_pci_devices(sysfs_root: str = "/sys") -> list[dict[str, Any]]:
             device_id = folder.joinpath("device").read_text().strip().lower()
         except OSError:
             continue
-        kind = ("gpu" if pci_class.startswith("0x03") else
-                "nvswitch" if pci_class.startswith("0x0680") else "other")
-        devices.append({"address": folder.name, "device_id": device_id, "class": pci_class,
-                        "kind": kind})
+        kind = (
+            "gpu"
+            if pci_class.startswith("0x03")
+            else "nvswitch"
+            if pci_class.startswith("0x0680")
+            else "other"
+        )
+        devices.append(
+            {"address": folder.name, "device_id": device_id, "class": pci_class, "kind": kind}
+        )
     return devices
 
 
@@ -141,9 +155,11 @@ def read_loaded_module(procfs_root: str = "/proc") -> dict[str, Any] | None:
     match = _MODULE_VERSION.search(text)
     if match is None:
         return {"version": None, "kernel_modules": None, "raw": text.strip()}
-    return {"version": match.group("version"),
-            "kernel_modules": "open" if match.group("open") else "proprietary",
-            "raw": text.strip().splitlines()[0]}
+    return {
+        "version": match.group("version"),
+        "kernel_modules": "open" if match.group("open") else "proprietary",
+        "raw": text.strip().splitlines()[0],
+    }
 
 
 def parse_xid_events(kernel_log: str) -> list[dict[str, Any]]:
@@ -152,8 +168,14 @@ def parse_xid_events(kernel_log: str) -> list[dict[str, Any]]:
     for line in kernel_log.splitlines():
         match = _XID_LINE.match(line.strip())
         if match:
-            events.append({"time": match.group("time"), "pci_bus_id": match.group("bus").lower(),
-                           "xid": int(match.group("xid")), "message": match.group("message")})
+            events.append(
+                {
+                    "time": match.group("time"),
+                    "pci_bus_id": match.group("bus").lower(),
+                    "xid": int(match.group("xid")),
+                    "message": match.group("message"),
+                }
+            )
     return events
 
 
@@ -168,8 +190,11 @@ def query_nvml(nvml: Any) -> dict[str, Any]:
     come back as None; other per-GPU errors are listed in that GPU's ``errors``.
     """
     if nvml is None:
-        return {"available": False, "error": "NVML not available: nvidia-ml-py is not installed",
-                "gpus": []}
+        return {
+            "available": False,
+            "error": "NVML not available: nvidia-ml-py is not installed",
+            "gpus": [],
+        }
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
@@ -177,7 +202,8 @@ def query_nvml(nvml: Any) -> dict[str, Any]:
     try:
         cuda = _caller(nvml, [])(nvml.nvmlSystemGetCudaDriverVersion)
         result: dict[str, Any] = {
-            "available": True, "error": None,
+            "available": True,
+            "error": None,
             "driver_version": _text(_caller(nvml, [])(nvml.nvmlSystemGetDriverVersion)),
             "cuda_version": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
             "gpus": [],
@@ -211,8 +237,7 @@ def _caller(nvml: Any, errors: list[str]) -> Callable[..., Any]:
     return call
 
 
-def _query_gpu(nvml: Any, handle: Any, index: int,
-               call: Callable[..., Any]) -> dict[str, Any]:
+def _query_gpu(nvml: Any, handle: Any, index: int, call: Callable[..., Any]) -> dict[str, Any]:
     memory = call(nvml.nvmlDeviceGetMemoryInfo, handle)
     pci = call(nvml.nvmlDeviceGetPciInfo, handle)
     capability = call(nvml.nvmlDeviceGetCudaComputeCapability, handle)
@@ -231,13 +256,25 @@ def _query_gpu(nvml: Any, handle: Any, index: int,
         return call(nvml.nvmlDeviceGetTemperatureThreshold, handle, kind)
 
     retired: dict[str, Any] | None = None
-    single = call(nvml.nvmlDeviceGetRetiredPages, handle,
-                  nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+    single = call(
+        nvml.nvmlDeviceGetRetiredPages,
+        handle,
+        nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+    )
     if single is not None:
-        double = call(nvml.nvmlDeviceGetRetiredPages, handle,
-                      nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR) or []
-        retired = {"single_bit": len(single), "double_bit": len(double),
-                   "pending": bool(call(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle))}
+        double = (
+            call(
+                nvml.nvmlDeviceGetRetiredPages,
+                handle,
+                nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+            )
+            or []
+        )
+        retired = {
+            "single_bit": len(single),
+            "double_bit": len(double),
+            "pending": bool(call(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)),
+        }
 
     nvlinks = []
     for link in range(nvml.NVML_NVLINK_MAX_LINKS):
@@ -269,45 +306,63 @@ def _query_gpu(nvml: Any, handle: Any, index: int,
         },
         "power_w": None if power_mw is None else round(power_mw / 1000, 1),
         "power_limit_w": None if limit_mw is None else round(limit_mw / 1000, 1),
-        "ecc": None if ecc_mode is None else {
-            "enabled": bool(ecc_mode[0]), "pending": bool(ecc_mode[1]),
-            "volatile_corrected": ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                                      nvml.NVML_VOLATILE_ECC),
-            "volatile_uncorrected": ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                        nvml.NVML_VOLATILE_ECC),
-            "aggregate_corrected": ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                                       nvml.NVML_AGGREGATE_ECC),
-            "aggregate_uncorrected": ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                         nvml.NVML_AGGREGATE_ECC),
+        "ecc": None
+        if ecc_mode is None
+        else {
+            "enabled": bool(ecc_mode[0]),
+            "pending": bool(ecc_mode[1]),
+            "volatile_corrected": ecc(
+                nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
+            "volatile_uncorrected": ecc(
+                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            ),
+            "aggregate_corrected": ecc(
+                nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_AGGREGATE_ECC
+            ),
+            "aggregate_uncorrected": ecc(
+                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC
+            ),
         },
         "retired_pages": retired,
-        "remapped_rows": None if remapped is None else {
-            "correctable": remapped[0], "uncorrectable": remapped[1],
-            "pending": bool(remapped[2]), "failure": bool(remapped[3]),
+        "remapped_rows": None
+        if remapped is None
+        else {
+            "correctable": remapped[0],
+            "uncorrectable": remapped[1],
+            "pending": bool(remapped[2]),
+            "failure": bool(remapped[3]),
         },
         "nvlinks": nvlinks,
-        "clock_event_reasons": None if reasons is None else sorted(
-            name for bit, name in _CLOCK_EVENT_REASONS.items() if reasons & bit),
+        "clock_event_reasons": None
+        if reasons is None
+        else sorted(name for bit, name in _CLOCK_EVENT_REASONS.items() if reasons & bit),
     }
 
 
-def read_xid(run_command: Callable[[list[str]], tuple[int, str, str]],
-             since: str) -> dict[str, Any]:
+def read_xid(
+    run_command: Callable[[list[str]], tuple[int, str, str]], since: str
+) -> dict[str, Any]:
     """XID events from the kernel log through journalctl; errors are reported, not raised."""
     argv = ["journalctl", "-k", "-o", "short-iso", "--no-pager", "-q"]
     argv += ["--since", since] if since else ["-b"]
     try:
         rc, out, err = run_command(argv)
     except OSError as error:
-        return {"source": "journalctl", "since": since or "boot", "events": [],
-                "error": str(error)}
-    return {"source": "journalctl", "since": since or "boot",
-            "events": parse_xid_events(out) if rc == 0 else [],
-            "error": None if rc == 0 else (err.strip() or f"journalctl exited {rc}")}
+        return {"source": "journalctl", "since": since or "boot", "events": [], "error": str(error)}
+    return {
+        "source": "journalctl",
+        "since": since or "boot",
+        "events": parse_xid_events(out) if rc == 0 else [],
+        "error": None if rc == 0 else (err.strip() or f"journalctl exited {rc}"),
+    }
 
 
-def gather(params: dict[str, Any], run_command: Callable[[list[str]], tuple[int, str, str]],
-           nvml: Any = pynvml) -> dict[str, Any]:
+def gather(
+    params: dict[str, Any],
+    run_command: Callable[[list[str]], tuple[int, str, str]],
+    nvml: Any = pynvml,
+) -> dict[str, Any]:
     facts = query_nvml(nvml)
     facts["pci_devices"] = read_pci_devices(params["sysfs_root"])
     facts["loaded_module"] = read_loaded_module(params["procfs_root"])

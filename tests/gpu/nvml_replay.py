@@ -32,8 +32,11 @@ def load_nvml_facts() -> ModuleType:
     return module
 
 
-_ERROR_NAMES = {value: name[len("NVML_ERROR_"):] for name, value in vars(pynvml).items()
-                if name.startswith("NVML_ERROR_") and isinstance(value, int)}
+_ERROR_NAMES = {
+    value: name[len("NVML_ERROR_") :]
+    for name, value in vars(pynvml).items()
+    if name.startswith("NVML_ERROR_") and isinstance(value, int)
+}
 
 
 def _error(name: str) -> pynvml.NVMLError:
@@ -75,10 +78,12 @@ class ReplayNvml:
         if name.startswith("nvmlDevice"):
             return self._device_call(name)
         if name.startswith("nvmlSystem"):
+
             def system_call() -> Any:
                 if name not in self._system:
                     raise _error("NOT_SUPPORTED")
                 return self._answer(self._system[name])
+
             system_call.__name__ = name
             return system_call
         raise AttributeError(name)
@@ -109,6 +114,7 @@ class ReplayNvml:
             if answers is None or key not in answers:
                 raise _error("NOT_SUPPORTED")
             return self._answer(answers[key])
+
         call.__name__ = name
         return call
 
@@ -123,8 +129,11 @@ class RecordingNvml:
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._library, name)
-        if not callable(real) or not name.startswith("nvml") or name in ("nvmlInit",
-                                                                         "nvmlShutdown"):
+        if (
+            not callable(real)
+            or not name.startswith("nvml")
+            or name in ("nvmlInit", "nvmlShutdown")
+        ):
             return real
 
         def call(*args: Any) -> Any:

@@ -16,8 +16,9 @@ from cluster_plan.driver_select import (
     select_driver,
 )
 
-NVIDIA_MODELS = sorted(m for m, e in accelerator_catalog.load_catalog().items()
-                       if e["vendor"] == "nvidia")
+NVIDIA_MODELS = sorted(
+    m for m, e in accelerator_catalog.load_catalog().items() if e["vendor"] == "nvidia"
+)
 
 
 def test_h100_sxm_gets_newest_branch_with_fabric_manager() -> None:
@@ -99,10 +100,20 @@ def test_choice_for_host_reports_refusal_instead_of_raising() -> None:
 
 def test_synthetic_catalog_every_problem_reported() -> None:
     catalog: dict[str, dict[str, Any]] = {
-        "old": {"vendor": "nvidia", "architecture": "a", "min_driver_branch": 100,
-                "max_driver_branch": 200, "open_kernel_modules": "unsupported"},
-        "new": {"vendor": "nvidia", "architecture": "b", "min_driver_branch": 300,
-                "max_driver_branch": None, "open_kernel_modules": "required"},
+        "old": {
+            "vendor": "nvidia",
+            "architecture": "a",
+            "min_driver_branch": 100,
+            "max_driver_branch": 200,
+            "open_kernel_modules": "unsupported",
+        },
+        "new": {
+            "vendor": "nvidia",
+            "architecture": "b",
+            "min_driver_branch": 300,
+            "max_driver_branch": None,
+            "open_kernel_modules": "required",
+        },
     }
     branches = {200: {"architectures": ["a"]}, 300: {"architectures": ["a", "b"]}}
     with pytest.raises(DriverRefusal) as err:
@@ -119,19 +130,23 @@ def test_cli_prints_choice_and_refusal(capsys: pytest.CaptureFixture[str]) -> No
     assert "refused: pinned branch 535" in capsys.readouterr().err
 
 
-@given(models=st.lists(st.sampled_from(NVIDIA_MODELS), min_size=1, max_size=3),
-       offered=st.sets(st.sampled_from(sorted(accelerator_catalog.driver_branches()))))
-def test_choice_is_the_newest_offered_branch_covering_all(models: list[str],
-                                                          offered: set[int]) -> None:
+@given(
+    models=st.lists(st.sampled_from(NVIDIA_MODELS), min_size=1, max_size=3),
+    offered=st.sets(st.sampled_from(sorted(accelerator_catalog.driver_branches()))),
+)
+def test_choice_is_the_newest_offered_branch_covering_all(
+    models: list[str], offered: set[int]
+) -> None:
     catalog = accelerator_catalog.load_catalog()
     branches = accelerator_catalog.driver_branches()
 
     def covers(branch: int, model: str) -> bool:
         entry = catalog[model]
-        return (entry["architecture"] in branches[branch]["architectures"]
-                and entry["min_driver_branch"] <= branch
-                and (entry.get("max_driver_branch") is None
-                     or branch <= entry["max_driver_branch"]))
+        return (
+            entry["architecture"] in branches[branch]["architectures"]
+            and entry["min_driver_branch"] <= branch
+            and (entry.get("max_driver_branch") is None or branch <= entry["max_driver_branch"])
+        )
 
     good = [b for b in sorted(offered) if all(covers(b, m) for m in models)]
     try:

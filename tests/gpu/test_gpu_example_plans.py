@@ -15,8 +15,13 @@ from cluster_plan.driver_select import choice_for_host
 REPO = Path(__file__).resolve().parents[2]
 PLANS = [*sorted((REPO / "inventory/examples").glob("*.yml")), REPO / "inventory/lab/cluster.yml"]
 ROLE_VARS = REPO / "roles/nvidia_driver/vars"
-OS_VARS = {"debian": "Debian.yml", "ubuntu": "Ubuntu.yml", "rocky": "RedHat.yml",
-           "rhel": "RedHat.yml", "almalinux": "RedHat.yml"}
+OS_VARS = {
+    "debian": "Debian.yml",
+    "ubuntu": "Ubuntu.yml",
+    "rocky": "RedHat.yml",
+    "rhel": "RedHat.yml",
+    "almalinux": "RedHat.yml",
+}
 
 # (plan, model) -> (branch, kernel modules, fabric manager); None: no NVIDIA driver.
 EXPECTED: dict[tuple[str, str], tuple[int, str, bool] | None] = {
@@ -45,8 +50,11 @@ def choices() -> dict[tuple[str, str], dict[str, Any]]:
             accelerators = host.get("accelerators")
             if accelerators:
                 found[(plan.stem, accelerators["model"])] = choice_for_host(
-                    accelerators, pin=accelerators.get("driver_branch"),
-                    available_branches=offered, source_name=source)
+                    accelerators,
+                    pin=accelerators.get("driver_branch"),
+                    available_branches=offered,
+                    source_name=source,
+                )
     return found
 
 

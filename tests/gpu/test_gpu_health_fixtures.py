@@ -22,27 +22,40 @@ def facts_for(fixture: dict[str, Any]) -> dict[str, Any]:
     facts: dict[str, Any] = nvml_facts.query_nvml(ReplayNvml(fixture["recording"]))
     facts["pci_devices"] = fixture["pci_devices"]
     facts["loaded_module"] = None
-    facts["xid"] = {"source": "fixture", "since": "boot", "error": None,
-                    "events": nvml_facts.parse_xid_events(fixture["kernel_log"])}
+    facts["xid"] = {
+        "source": "fixture",
+        "since": "boot",
+        "error": None,
+        "events": nvml_facts.parse_xid_events(fixture["kernel_log"]),
+    }
     return facts
 
 
 def keyed(report: dict[str, Any], status: str) -> list[list[Any]]:
-    return sorted(([f["gpu"], f["check"]] for f in report["findings"]
-                   if f["status"] == status), key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
+    return sorted(
+        ([f["gpu"], f["check"]] for f in report["findings"] if f["status"] == status),
+        key=lambda k: (k[0] is not None, k[0] or 0, k[1]),
+    )
 
 
 def test_there_are_fixtures_for_every_case() -> None:
     names = {p.stem for p in FIXTURES}
-    assert {"healthy_8x_h100", "row_remap_pending", "pcie_x8", "nvlink_down",
-            "over_temperature", "gpu_missing"} <= names
+    assert {
+        "healthy_8x_h100",
+        "row_remap_pending",
+        "pcie_x8",
+        "nvlink_down",
+        "over_temperature",
+        "gpu_missing",
+    } <= names
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_fixture_verdict(path: Path) -> None:
     fixture = json.loads(path.read_text())
-    report = judge_node(fixture["node"], facts_for(fixture), fixture["accelerators"],
-                        fixture["acceptance_gpu"])
+    report = judge_node(
+        fixture["node"], facts_for(fixture), fixture["accelerators"], fixture["acceptance_gpu"]
+    )
     expected = fixture["expected"]
     assert report["verdict"] == expected["verdict"], failures(report)
     want_fail = sorted(expected["failures"], key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
@@ -57,8 +70,15 @@ def test_healthy_node_reports_every_gpu_checked() -> None:
     report = judge_node("gpu01", facts_for(fixture), fixture["accelerators"], None)
     checked = {(f["gpu"], f["check"]) for f in report["findings"]}
     for gpu in range(8):
-        for check in ("model", "memory", "temperature", "ecc_uncorrected", "remapped_rows",
-                      "pcie_width", "nvlink"):
+        for check in (
+            "model",
+            "memory",
+            "temperature",
+            "ecc_uncorrected",
+            "remapped_rows",
+            "pcie_width",
+            "nvlink",
+        ):
             assert (gpu, check) in checked
     assert report["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert report["gpus"][0]["memory_total_mib"] == 81559
@@ -68,8 +88,7 @@ def test_healthy_node_reports_every_gpu_checked() -> None:
 
 def test_wrong_plan_names_model_and_count() -> None:
     fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
-    report = judge_node("gpu01", facts_for(fixture),
-                        {"model": "H200-SXM-141GB", "count": 1}, None)
+    report = judge_node("gpu01", facts_for(fixture), {"model": "H200-SXM-141GB", "count": 1}, None)
     assert report["verdict"] == "fail"
     messages = "\n".join(failures(report))
     assert "8 GPU(s) found, the plan says 1x H200-SXM-141GB" in messages
@@ -81,8 +100,11 @@ def test_plan_threshold_overrides_default() -> None:
     fixture = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
     facts = facts_for(fixture)
     report = judge_node("gpu01", facts, fixture["accelerators"], {"max_temp_c": 36})
-    hot = [f["gpu"] for f in report["findings"]
-           if f["check"] == "temperature" and f["status"] == "fail"]
+    hot = [
+        f["gpu"]
+        for f in report["findings"]
+        if f["check"] == "temperature" and f["status"] == "fail"
+    ]
     assert hot == [4, 5, 6, 7]  # 33 + index C
 
 
@@ -96,19 +118,25 @@ def test_expected_driver_branch_is_checked() -> None:
 
 def test_plan_keys_relax_pcie_and_remap_checks() -> None:
     pcie = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
-    relaxed = judge_node("gpu01", facts_for(pcie), pcie["accelerators"],
-                         {"min_pcie_width_ratio": 0.5})
+    relaxed = judge_node(
+        "gpu01", facts_for(pcie), pcie["accelerators"], {"min_pcie_width_ratio": 0.5}
+    )
     assert relaxed["verdict"] == "pass"
     remap = json.loads((Path(__file__).parent / "fixtures/row_remap_pending.json").read_text())
-    report = judge_node("gpu01", facts_for(remap), remap["accelerators"],
-                        {"max_remapped_rows_pending": 1, "max_ecc_uncorrected": 1})
+    report = judge_node(
+        "gpu01",
+        facts_for(remap),
+        remap["accelerators"],
+        {"max_remapped_rows_pending": 1, "max_ecc_uncorrected": 1},
+    )
     assert report["verdict"] == "pass", failures(report)
 
 
 def test_nvlink_check_can_be_turned_off() -> None:
     fixture = json.loads((Path(__file__).parent / "fixtures/nvlink_down.json").read_text())
-    report = judge_node("gpu01", facts_for(fixture), fixture["accelerators"],
-                        {"require_nvlink": False})
+    report = judge_node(
+        "gpu01", facts_for(fixture), fixture["accelerators"], {"require_nvlink": False}
+    )
     assert keyed(report, "fail") == [[2, "xid"]]
 
 
@@ -121,8 +149,15 @@ def test_cli_judges_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main([str(saved), "--model", "H100-SXM5-80GB", "--count", "8"]) == 1
     assert '"verdict": "fail"' in capsys.readouterr().out
     assert main([str(tmp_path / "missing.json")]) == 2
-    relaxed = [str(saved), "--model", "H100-SXM5-80GB", "--count", "8",
-               "--set", "min_pcie_width_ratio=0.5"]
+    relaxed = [
+        str(saved),
+        "--model",
+        "H100-SXM5-80GB",
+        "--count",
+        "8",
+        "--set",
+        "min_pcie_width_ratio=0.5",
+    ]
     assert main(relaxed) == 0
     assert main([str(saved), "--set", "no_such_key=1"]) == 2
     assert main([str(saved), "--set", "max_temp_c=hot"]) == 2
@@ -139,8 +174,14 @@ def test_every_report_matches_the_proposed_schema() -> None:
         fixture = json.loads(path.read_text())
         reports.append(judge_node("gpu01", facts_for(fixture), fixture["accelerators"], None))
     reports.append(judge_node("head01", {"available": False, "gpus": []}, None, None))
-    reports.append(judge_node("gpu02", {"available": False, "error": "NVML not available: x",
-                                        "gpus": []}, {"model": "L40S", "count": 4}, None))
+    reports.append(
+        judge_node(
+            "gpu02",
+            {"available": False, "error": "NVML not available: x", "gpus": []},
+            {"model": "L40S", "count": 4},
+            None,
+        )
+    )
     for report in reports:
         errors = [e.message for e in validator.iter_errors(report)]
         assert errors == [], (report["node"], errors)
@@ -151,24 +192,32 @@ def test_every_report_matches_the_proposed_schema() -> None:
 HEALTHY = json.loads((Path(__file__).parent / "fixtures/healthy_8x_h100.json").read_text())
 
 
-@given(temps=st.lists(st.integers(min_value=20, max_value=100), min_size=8, max_size=8),
-       max_temp=st.integers(min_value=60, max_value=95),
-       widths=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=8, max_size=8))
+@given(
+    temps=st.lists(st.integers(min_value=20, max_value=100), min_size=8, max_size=8),
+    max_temp=st.integers(min_value=60, max_value=95),
+    widths=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=8, max_size=8),
+)
 @settings(max_examples=40, deadline=None)
-def test_failing_gpus_are_exactly_those_past_a_limit(temps: list[int], max_temp: int,
-                                                     widths: list[int]) -> None:
+def test_failing_gpus_are_exactly_those_past_a_limit(
+    temps: list[int], max_temp: int, widths: list[int]
+) -> None:
     recording = copy.deepcopy(HEALTHY["recording"])
     for gpu, (temp, width) in enumerate(zip(temps, widths, strict=True)):
         recording["devices"][gpu]["nvmlDeviceGetTemperature"] = {"0": temp}
         recording["devices"][gpu]["nvmlDeviceGetCurrPcieLinkWidth"] = {"": width}
     fixture = {**HEALTHY, "recording": recording}
-    report = judge_node("gpu01", facts_for(fixture), HEALTHY["accelerators"],
-                        {"max_temp_c": max_temp})
+    report = judge_node(
+        "gpu01", facts_for(fixture), HEALTHY["accelerators"], {"max_temp_c": max_temp}
+    )
     limit = min(max_temp, 89 - 1)  # the recorded slowdown threshold is 89 C
     hot = [g for g, t in enumerate(temps) if t > limit]
     narrow = [g for g, w in enumerate(widths) if w < 16]
-    assert [f["gpu"] for f in report["findings"]
-            if f["check"] == "temperature" and f["status"] == "fail"] == hot
-    assert [f["gpu"] for f in report["findings"]
-            if f["check"] == "pcie_width" and f["status"] == "fail"] == narrow
+    assert [
+        f["gpu"]
+        for f in report["findings"]
+        if f["check"] == "temperature" and f["status"] == "fail"
+    ] == hot
+    assert [
+        f["gpu"] for f in report["findings"] if f["check"] == "pcie_width" and f["status"] == "fail"
+    ] == narrow
     assert report["verdict"] == ("fail" if hot or narrow else "pass")

@@ -16,8 +16,7 @@ from cluster_plan import role_docs
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "meta/argument_specs.yml").exists())
-GENERATED = [r for r in ROLES if role_docs.BEGIN in (r / "README.md").read_text()
-             ] if ROLES else []
+GENERATED = [r for r in ROLES if role_docs.BEGIN in (r / "README.md").read_text()] if ROLES else []
 GPU_ROLES = [REPO / "roles/nvidia_driver", REPO / "roles/gpu_health"]
 
 
@@ -28,7 +27,8 @@ def test_gpu_roles_use_generated_readmes() -> None:
 @pytest.mark.parametrize("role", GENERATED, ids=[r.name for r in GENERATED])
 def test_generated_readme_is_current(role: Path) -> None:
     assert role_docs.stale_readmes([role]) == [], (
-        f"run: python -m cluster_plan.role_docs roles/{role.name}")
+        f"run: python -m cluster_plan.role_docs roles/{role.name}"
+    )
 
 
 @pytest.mark.parametrize("role", GPU_ROLES, ids=[r.name for r in GPU_ROLES])
@@ -43,17 +43,30 @@ def test_argument_specs_match_defaults(role: Path) -> None:
         assert option["default"] == defaults[name], name
 
 
-def test_role_docs_generates_and_detects_stale(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_role_docs_generates_and_detects_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     role = tmp_path / "demo"
     (role / "meta").mkdir(parents=True)
-    spec: dict[str, Any] = {"argument_specs": {"main": {
-        "short_description": "Demo role.",
-        "options": {"demo_port": {"type": "int", "default": 80, "description": "Port | tcp."},
-                    "demo_users": {"type": "list", "elements": "dict", "default": [],
-                                   "description": ["Users", "to add."],
-                                   "options": {"name": {"type": "str", "required": True,
-                                                        "description": "Login."}}}}}}}
+    spec: dict[str, Any] = {
+        "argument_specs": {
+            "main": {
+                "short_description": "Demo role.",
+                "options": {
+                    "demo_port": {"type": "int", "default": 80, "description": "Port | tcp."},
+                    "demo_users": {
+                        "type": "list",
+                        "elements": "dict",
+                        "default": [],
+                        "description": ["Users", "to add."],
+                        "options": {
+                            "name": {"type": "str", "required": True, "description": "Login."}
+                        },
+                    },
+                },
+            }
+        }
+    }
     (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(spec))
     assert role_docs.main([str(role), "--check"]) == 1
     assert "not current" in capsys.readouterr().err
@@ -71,34 +84,64 @@ def test_role_docs_generates_and_detects_stale(tmp_path: Path,
     assert role_docs.stale_readmes([role]) == [role / "README.md"]
 
 
-def run_gpu_playbook(tmp_path: Path, extra: dict[str, Any], *args: str,
-                     python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def run_gpu_playbook(
+    tmp_path: Path, extra: dict[str, Any], *args: str, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "vars.json").write_text(json.dumps(extra))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-           "ANSIBLE_CACHE_PLUGIN": "memory", "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_LOCALHOST_WARNING": "false"}
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
-               "-c", "local", str(REPO / "playbooks/gpu.yml"), "-e", f"@{tmp_path / 'vars.json'}",
-               "-e", f"gpu_health_report_dir={tmp_path / 'reports'}",
-               "-e", f"ansible_python_interpreter={python}", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=300, check=False)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_CACHE_PLUGIN": "memory",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+    }
+    command = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        str(REPO / "playbooks/gpu.yml"),
+        "-e",
+        f"@{tmp_path / 'vars.json'}",
+        "-e",
+        f"gpu_health_report_dir={tmp_path / 'reports'}",
+        "-e",
+        f"ansible_python_interpreter={python}",
+        *args,
+    ]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False
+    )
 
 
 def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
-    cluster: dict[str, Any] = {"scheduler": {"type": "slurm"},
-                               "acceptance": {"gpu": {"max_temp_c": 85}}}
+    cluster: dict[str, Any] = {
+        "scheduler": {"type": "slurm"},
+        "acceptance": {"gpu": {"max_temp_c": 85}},
+    }
     if lab:
         cluster["lab"] = {"rate_scale": 0.01}
-    return {"plan_host": {"hostname": "gpu01", "accelerators": {
-        "model": model, "count": count, "vendor": "nvidia", "kind": "gpu",
-        "driver_branch": pin}}, "cluster_plan": cluster}
+    return {
+        "plan_host": {
+            "hostname": "gpu01",
+            "accelerators": {
+                "model": model,
+                "count": count,
+                "vendor": "nvidia",
+                "kind": "gpu",
+                "driver_branch": pin,
+            },
+        },
+        "cluster_plan": cluster,
+    }
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])
 def test_lab_gpu_node_without_gpus_is_left_alone(tmp_path: Path, check: bool) -> None:
-    proc = run_gpu_playbook(tmp_path, plan_vars("H100-PCIE-80GB", 2, lab=True),
-                            *(["--check"] if check else []))
+    proc = run_gpu_playbook(
+        tmp_path, plan_vars("H100-PCIE-80GB", 2, lab=True), *(["--check"] if check else [])
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "No NVIDIA PCI device on localhost" in out
@@ -113,8 +156,9 @@ def test_lab_gpu_node_without_gpus_is_left_alone(tmp_path: Path, check: bool) ->
 
 def test_real_cluster_node_without_nvml_fails_clearly(tmp_path: Path) -> None:
     # /usr/bin/python3 has no nvidia-ml-py: the module must still answer, never a traceback.
-    proc = run_gpu_playbook(tmp_path, plan_vars("H100-SXM5-80GB", 8, lab=False),
-                            python="/usr/bin/python3")
+    proc = run_gpu_playbook(
+        tmp_path, plan_vars("H100-SXM5-80GB", 8, lab=False), python="/usr/bin/python3"
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "GPU health check failed on localhost: NVML not available" in out
@@ -124,8 +168,12 @@ def test_real_cluster_node_without_nvml_fails_clearly(tmp_path: Path) -> None:
 
 
 def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None:
-    proc = run_gpu_playbook(tmp_path, plan_vars("H200-SXM-141GB", 8, lab=True, pin=535),
-                            "-e", '{"nvidia_driver_available_branches": [535, 550, 570, 580]}')
+    proc = run_gpu_playbook(
+        tmp_path,
+        plan_vars("H200-SXM-141GB", 8, lab=True, pin=535),
+        "-e",
+        '{"nvidia_driver_available_branches": [535, 550, 570, 580]}',
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "older than H200-SXM-141GB's minimum branch 550" in out
@@ -143,39 +191,54 @@ def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -
     extra = plan_vars("H100-SXM5-80GB", 8, lab=False)
     extra["cluster_plan"]["scheduler"]["type"] = "kubernetes"
     stand_in = ["bash"]
-    extra |= {"nvidia_driver_sysfs_root": str(tmp_path / "sys"),
-              "nvidia_driver_configure_repositories": False,
-              "nvidia_driver_os_packages": {"open": stand_in, "proprietary": stand_in},
-              "nvidia_driver_os_prerequisites": stand_in,
-              "nvidia_driver_os_fabricmanager_packages": stand_in,
-              "nvidia_driver_os_container_toolkit_packages": stand_in,
-              "gpu_health_fail_on_findings": False}
+    extra |= {
+        "nvidia_driver_sysfs_root": str(tmp_path / "sys"),
+        "nvidia_driver_configure_repositories": False,
+        "nvidia_driver_os_packages": {"open": stand_in, "proprietary": stand_in},
+        "nvidia_driver_os_prerequisites": stand_in,
+        "nvidia_driver_os_fabricmanager_packages": stand_in,
+        "nvidia_driver_os_container_toolkit_packages": stand_in,
+        "gpu_health_fail_on_findings": False,
+    }
     proc = run_gpu_playbook(tmp_path, extra, "--check")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    for task in ("Check whether the driver packages would change",
-                 "Install the chosen driver packages",
-                 "Install the fabric manager matched to the driver",
-                 "Install the NVIDIA container toolkit",
-                 "Hold the driver packages so routine upgrades leave them alone",
-                 "Decide whether a reboot is needed"):
+    for task in (
+        "Check whether the driver packages would change",
+        "Install the chosen driver packages",
+        "Install the fabric manager matched to the driver",
+        "Install the NVIDIA container toolkit",
+        "Hold the driver packages so routine upgrades leave them alone",
+        "Decide whether a reboot is needed",
+    ):
         assert f"TASK [nvidia_driver : {task}]" in out
     assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
 
 
 def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-           "ANSIBLE_HOME": str(REPO / ".ansible")}
-    return subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_HOME": str(REPO / ".ansible"),
+    }
+    return subprocess.run(
+        [str(Path(sys.executable).parent / argv[0]), *argv[1:]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 GPU_PATHS = ["roles/nvidia_driver", "roles/gpu_health", "playbooks/gpu.yml"]
 
 
 def test_gpu_roles_pass_ansible_lint_production() -> None:
-    result = run_tool("ansible-lint", "--profile", "production", "--offline", "--nocolor",
-                      *GPU_PATHS)
+    result = run_tool(
+        "ansible-lint", "--profile", "production", "--offline", "--nocolor", *GPU_PATHS
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 

@@ -33,20 +33,33 @@ def test_pci_devices_only_nvidia_and_kinds(tmp_path: Path) -> None:
     make_pci(tmp_path, "0000:00:1f.0", "0x8086", "0x060100", "0xa1c1")
     devices = nvml_facts.read_pci_devices(str(tmp_path))
     assert [(d["address"], d["kind"]) for d in devices] == [
-        ("0000:05:00.0", "nvswitch"), ("0000:18:00.0", "gpu")]
+        ("0000:05:00.0", "nvswitch"),
+        ("0000:18:00.0", "gpu"),
+    ]
 
 
 def test_no_pci_tree_means_no_devices(tmp_path: Path) -> None:
     assert nvml_facts.read_pci_devices(str(tmp_path)) == []
 
 
-@pytest.mark.parametrize(("text", "version", "flavour"), [
-    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
-     "(dvs-builder@U16-I3-B03-4-3)  Tue Jul  8 18:23:45 UTC 2025\nGCC version:  gcc 12.2.0\n",
-     "570.172.08", "open"),
-    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n",
-     "535.183.01", "proprietary"),
-])
+@pytest.mark.parametrize(
+    ("text", "version", "flavour"),
+    [
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)  Tue Jul  8 18:23:45 UTC 2025\n"
+            "GCC version:  gcc 12.2.0\n",
+            "570.172.08",
+            "open",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  "
+            "Sun May 12 19:39:15 UTC 2024\n",
+            "535.183.01",
+            "proprietary",
+        ),
+    ],
+)
 def test_loaded_module(tmp_path: Path, text: str, version: str, flavour: str) -> None:
     (tmp_path / "driver/nvidia").mkdir(parents=True)
     (tmp_path / "driver/nvidia/version").write_text(text)
@@ -59,13 +72,14 @@ def test_no_loaded_module(tmp_path: Path) -> None:
 
 
 def test_xid_lines_parsed_and_others_ignored() -> None:
-    log = ("2026-11-30T08:14:19+0000 gpu01 kernel: NVRM: Xid (PCI:0000:9a:00): 79, pid='<unk"
-           "nown>', name=<unknown>, GPU has fallen off the bus.\n"
-           "2026-11-30T08:14:20+0000 gpu01 kernel: nvidia-modeset: Loading\n"
-           "[  12.5] NVRM: Xid (PCI:0000:3A:00): 74, pid=1234, NVLink: fatal error\n")
+    log = (
+        "2026-11-30T08:14:19+0000 gpu01 kernel: NVRM: Xid (PCI:0000:9a:00): 79, pid='<unk"
+        "nown>', name=<unknown>, GPU has fallen off the bus.\n"
+        "2026-11-30T08:14:20+0000 gpu01 kernel: nvidia-modeset: Loading\n"
+        "[  12.5] NVRM: Xid (PCI:0000:3A:00): 74, pid=1234, NVLink: fatal error\n"
+    )
     events = nvml_facts.parse_xid_events(log)
-    assert [(e["pci_bus_id"], e["xid"]) for e in events] == [("0000:9a:00", 79),
-                                                             ("0000:3a:00", 74)]
+    assert [(e["pci_bus_id"], e["xid"]) for e in events] == [("0000:9a:00", 79), ("0000:3a:00", 74)]
     assert events[0]["time"] == "2026-11-30T08:14:19+0000"
     assert events[0]["message"].endswith("GPU has fallen off the bus.")
 
@@ -91,7 +105,8 @@ def test_without_the_library_nvml_is_not_available() -> None:
     assert facts["available"] is False
     assert facts["error"].startswith("NVML not available: ")
     assert nvml_facts.query_nvml(None)["error"] == (
-        "NVML not available: nvidia-ml-py is not installed")
+        "NVML not available: nvidia-ml-py is not installed"
+    )
 
 
 def test_not_available_fails_a_planned_gpu_node_and_skips_others() -> None:
@@ -106,8 +121,11 @@ def test_not_available_fails_a_planned_gpu_node_and_skips_others() -> None:
 
 
 def test_gpus_on_pci_without_driver_hint() -> None:
-    facts = {**nvml_facts.query_nvml(None), "xid": {},
-             "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}]}
+    facts = {
+        **nvml_facts.query_nvml(None),
+        "xid": {},
+        "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}],
+    }
     report = judge_node("gpu01", facts, None, None)
     assert report["verdict"] == "fail"
     assert "is the driver loaded?" in report["findings"][0]["message"]
@@ -115,15 +133,21 @@ def test_gpus_on_pci_without_driver_hint() -> None:
 
 def test_init_error_and_per_gpu_errors_are_reported() -> None:
     assert nvml_facts.query_nvml(ReplayNvml({}, init_error="DRIVER_NOT_LOADED"))["error"] == (
-        "NVML not available: Driver Not Loaded")
-    recording: dict[str, Any] = {"system": {"nvmlSystemGetDriverVersion": "570.1.2"},
-                                 "devices": [{"nvmlDeviceGetName": {"": "NVIDIA L40S"},
-                                              "nvmlDeviceGetTemperature": {
-                                                  "0": {"nvml_error": "GPU_IS_LOST"}},
-                                              "nvmlDeviceGetCurrentClocksEventReasons": {
-                                                  "": {"nvml_error": "FUNCTION_NOT_FOUND"}},
-                                              "nvmlDeviceGetCurrentClocksThrottleReasons": {
-                                                  "": 0x40}}]}
+        "NVML not available: Driver Not Loaded"
+    )
+    recording: dict[str, Any] = {
+        "system": {"nvmlSystemGetDriverVersion": "570.1.2"},
+        "devices": [
+            {
+                "nvmlDeviceGetName": {"": "NVIDIA L40S"},
+                "nvmlDeviceGetTemperature": {"0": {"nvml_error": "GPU_IS_LOST"}},
+                "nvmlDeviceGetCurrentClocksEventReasons": {
+                    "": {"nvml_error": "FUNCTION_NOT_FOUND"}
+                },
+                "nvmlDeviceGetCurrentClocksThrottleReasons": {"": 0x40},
+            }
+        ],
+    }
     facts = nvml_facts.query_nvml(ReplayNvml(recording))
     gpu = facts["gpus"][0]
     assert gpu["name"] == "NVIDIA L40S"
@@ -135,14 +159,34 @@ def test_init_error_and_per_gpu_errors_are_reported() -> None:
 
 def test_module_runs_through_ansible_without_nvml(tmp_path: Path) -> None:
     (tmp_path / "ansible.cfg").write_text("[defaults]\n")
-    env = {**os.environ, "ANSIBLE_LIBRARY": str(REPO / "plugins/modules"),
-           "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"), "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
+    env = {
+        **os.environ,
+        "ANSIBLE_LIBRARY": str(REPO / "plugins/modules"),
+        "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+    }
     ansible = Path(sys.executable).parent / "ansible"
     proc = subprocess.run(
-        [str(ansible), "localhost", "-c", "local", "-m", "nvml_facts", "-a",
-         "collect_xid=false", "-e", f"ansible_python_interpreter={sys.executable}",
-         "-o"], capture_output=True, text=True, env=env, timeout=120, check=False)
+        [
+            str(ansible),
+            "localhost",
+            "-c",
+            "local",
+            "-m",
+            "nvml_facts",
+            "-a",
+            "collect_xid=false",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-o",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout.split("=>", 1)[1])
     assert result["changed"] is False
@@ -155,18 +199,25 @@ def test_absent_gpus_skip_is_only_for_nodes_without_nvml() -> None:
     plan = {"model": "H100-PCIE-80GB", "count": 2}
     skipped = judge_node("gpu01", facts, plan, None, absent_gpus="skip")
     assert skipped["verdict"] == "skipped"
-    assert "the plan says 2x H100-PCIE-80GB; 0 NVIDIA PCI device(s)" in (
-        skipped["findings"][0]["message"])
+    assert (
+        "the plan says 2x H100-PCIE-80GB; 0 NVIDIA PCI device(s)"
+        in (skipped["findings"][0]["message"])
+    )
     assert judge_node("gpu01", facts, plan, None)["verdict"] == "fail"
     # A lab node on a GPU machine sees the host's GPUs in sysfs, without NVML: skipped too.
     on_bus = {**facts, "pci_devices": [{"address": "0000:18:00.0", "kind": "gpu"}]}
     assert judge_node("head01", on_bus, None, None, absent_gpus="skip")["verdict"] == "skipped"
     # With NVML answering, skip changes nothing: the GPUs are judged.
     fixture = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
-    answering = {**nvml_facts.query_nvml(ReplayNvml(fixture["recording"])), "xid": {},
-                 "pci_devices": fixture["pci_devices"]}
-    assert judge_node("gpu01", answering, fixture["accelerators"], None,
-                      absent_gpus="skip")["verdict"] == "fail"
+    answering = {
+        **nvml_facts.query_nvml(ReplayNvml(fixture["recording"])),
+        "xid": {},
+        "pci_devices": fixture["pci_devices"],
+    }
+    assert (
+        judge_node("gpu01", answering, fixture["accelerators"], None, absent_gpus="skip")["verdict"]
+        == "fail"
+    )
 
 
 def test_recorder_round_trips_through_replay(tmp_path: Path) -> None:
@@ -187,5 +238,6 @@ def test_documentation_matches_the_argument_spec() -> None:
 
     documented = yaml.safe_load(nvml_facts.DOCUMENTATION)["options"]
     assert {k: (v["type"], v["default"]) for k, v in documented.items()} == {
-        k: (v["type"], v["default"]) for k, v in nvml_facts.ARGUMENT_SPEC.items()}
+        k: (v["type"], v["default"]) for k, v in nvml_facts.ARGUMENT_SPEC.items()
+    }
     yaml.safe_load(nvml_facts.RETURN)

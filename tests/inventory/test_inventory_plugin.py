@@ -19,8 +19,9 @@ LAB = ROOT / "inventory" / "lab" / "cluster.yml"
 
 def ansible(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([str(BIN / tool), *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [str(BIN / tool), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture
@@ -34,8 +35,19 @@ def test_graph_needs_no_flags_and_shows_plan_groups() -> None:
     result = ansible("ansible-inventory", "-i", str(LAB.relative_to(ROOT)), "--graph")
     assert result.returncode == 0, result.stderr
     graph = result.stdout
-    for group in ("slurm_controller", "slurm_compute", "ceph_osd", "rack_r1", "rack_r2",
-                  "access_tor1", "pool_gpu", "pool_accel", "gpu_h100", "accel_tpu", "nodes_stor"):
+    for group in (
+        "slurm_controller",
+        "slurm_compute",
+        "ceph_osd",
+        "rack_r1",
+        "rack_r2",
+        "access_tor1",
+        "pool_gpu",
+        "pool_accel",
+        "gpu_h100",
+        "accel_tpu",
+        "nodes_stor",
+    ):
         assert f"@{group}:" in graph, group
 
 
@@ -50,17 +62,21 @@ def test_list_carries_locked_addresses_and_plan_vars() -> None:
     for host, address in lock["networks"]["mgmt"]["hosts"].items():
         assert hostvars[host]["ansible_host"] == address
         for net, data_net in lock["networks"].items():
-            assert hostvars[host]["plan_host"]["interfaces"][net]["address"] == \
-                data_net["hosts"][host]
-    assert set(data["rack_r1"]["hosts"]) == {h for h, v in hostvars.items()
-                                             if v["plan_host"]["rack"] == "r1"}
+            assert (
+                hostvars[host]["plan_host"]["interfaces"][net]["address"] == data_net["hosts"][host]
+            )
+    assert set(data["rack_r1"]["hosts"]) == {
+        h for h, v in hostvars.items() if v["plan_host"]["rack"] == "r1"
+    }
 
 
 def test_constructable_options_from_the_plan(plan_copy: Path) -> None:
     with plan_copy.open("a") as handle:
-        handle.write("keyed_groups:\n  - key: plan_host.accelerators.model | default('none')\n"
-                     "    prefix: model\ncompose:\n  slurm_weight: plan_host.cpu_cores * 10\n"
-                     "groups:\n  big_memory: plan_host.memory_gb >= 8\n")
+        handle.write(
+            "keyed_groups:\n  - key: plan_host.accelerators.model | default('none')\n"
+            "    prefix: model\ncompose:\n  slurm_weight: plan_host.cpu_cores * 10\n"
+            "groups:\n  big_memory: plan_host.memory_gb >= 8\n"
+        )
     result = ansible("ansible-inventory", "-i", str(plan_copy), "--list")
     assert result.returncode == 0, result.stderr
     data = plain(json.loads(result.stdout))

@@ -33,9 +33,14 @@ def clean_faults(lab: Lab) -> Iterator[Lab]:
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster_plan.cli", "lab", *args],
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "cluster_plan.cli", "lab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
 
 
 def test_up_on_a_running_lab_is_a_noop(lab: Lab) -> None:
@@ -58,26 +63,34 @@ def test_status_tells_every_node_runs(lab: Lab) -> None:
 
 
 def test_root_namespace_never_routes_to_the_plan(lab: Lab) -> None:
-    default = subprocess.run(["ip", "-j", "route", "show", "default"], capture_output=True,
-                             text=True, check=True).stdout
+    default = subprocess.run(
+        ["ip", "-j", "route", "show", "default"], capture_output=True, text=True, check=True
+    ).stdout
     gateways = {r.get("gateway") for r in json.loads(default or "[]")} - {None}
-    root_addrs = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
-                                check=True).stdout
-    root_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                                check=True).stdout
+    root_addrs = subprocess.run(
+        ["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True
+    ).stdout
+    root_links = subprocess.run(
+        ["ip", "-o", "link"], capture_output=True, text=True, check=True
+    ).stdout
     for host, spec in lab.expanded["hosts"].items():
         for iface in spec["interfaces"].values():
             address = iface["address"]
             # `ip route get` only asks the routing table; it sends nothing.
-            got = subprocess.run(["ip", "route", "get", address], capture_output=True,
-                                 text=True, check=False)
-            assert got.returncode != 0 or not any(f"via {g} " in got.stdout for g in gateways), \
-                (host, address, got.stdout)
+            got = subprocess.run(
+                ["ip", "route", "get", address], capture_output=True, text=True, check=False
+            )
+            assert got.returncode != 0 or not any(f"via {g} " in got.stdout for g in gateways), (
+                host,
+                address,
+                got.stdout,
+            )
             assert f" {address}/" not in root_addrs
     for bridge in ("tor1-mgmt", "agg1-comp", "core1-stor"):
         assert f" {bridge}:" not in root_links
-    admin_routes = subprocess.run(["ip", "-n", lab.names.admin_ns, "route"],
-                                  capture_output=True, text=True, check=True).stdout
+    admin_routes = subprocess.run(
+        ["ip", "-n", lab.names.admin_ns, "route"], capture_output=True, text=True, check=True
+    ).stdout
     assert "default" not in admin_routes
 
 
@@ -107,9 +120,15 @@ def test_nodes_match_the_plan(lab: Lab) -> None:
 
 def test_ansible_ping_reaches_every_node(lab: Lab) -> None:
     ansible = Path(sys.executable).with_name("ansible")
-    result = subprocess.run([str(ansible), "-i", str(lab.plan), "all", "-m", "ping"],
-                            capture_output=True, text=True, timeout=180, check=False, cwd=REPO,
-                            env={**os.environ, "ANSIBLE_FORCE_COLOR": "0"})
+    result = subprocess.run(
+        [str(ansible), "-i", str(lab.plan), "all", "-m", "ping"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "ANSIBLE_FORCE_COLOR": "0"},
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     for host in lab.expanded["hosts"]:
         assert f"{host} | SUCCESS" in result.stdout
@@ -124,10 +143,19 @@ def test_apt_proxy_carries_the_archive_and_nothing_else(lab: Lab) -> None:
         "    try:\n"
         "        print(opener.open(url, timeout=30).status)\n"
         "    except urllib.error.HTTPError as err:\n"
-        "        print(err.code)\n")
-    result = lab.in_node("head01", ["python3", "-c", probe,
-                                    "http://deb.debian.org/debian/dists/bookworm/Release",
-                                    "http://example.com/"], timeout=90)
+        "        print(err.code)\n"
+    )
+    result = lab.in_node(
+        "head01",
+        [
+            "python3",
+            "-c",
+            probe,
+            "http://deb.debian.org/debian/dists/bookworm/Release",
+            "http://example.com/",
+        ],
+        timeout=90,
+    )
     assert result.stdout.split() == ["200", "403"], result.stderr
 
 
@@ -218,7 +246,8 @@ def test_site_dns_and_ntp_answer_on_the_planned_address(lab: Lab) -> None:
         "s.sendto(q, ('10.40.0.2', 53)); r = s.recv(512)\n"
         "print('.'.join(str(b) for b in r[-4:]))\n"
         "s.sendto(bytes([0x23]) + bytes(47), ('10.40.0.2', 123)); r = s.recv(512)\n"
-        "print(abs(struct.unpack('!I', r[40:44])[0] - 2208988800 - time.time()) < 5)\n")
+        "print(abs(struct.unpack('!I', r[40:44])[0] - 2208988800 - time.time()) < 5)\n"
+    )
     result = lab.in_node("cpu01", ["python3", "-c", probe], timeout=30)
     assert result.stdout.split() == [lab.expanded["hosts"]["gpu02"]["address"], "True"]
 

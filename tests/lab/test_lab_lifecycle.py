@@ -30,8 +30,7 @@ def _lines(*argv: str) -> list[str]:
 
 def _link_names() -> list[str]:
     # names only: counters and flags of the host's own links change on their own
-    return sorted(line.split(":")[1].strip().split("@")[0]
-                  for line in _lines("ip", "-o", "link"))
+    return sorted(line.split(":")[1].strip().split("@")[0] for line in _lines("ip", "-o", "link"))
 
 
 def _not_another_lab(lines: list[str]) -> list[str]:
@@ -40,10 +39,17 @@ def _not_another_lab(lines: list[str]) -> list[str]:
 
 
 def machine_snapshot() -> dict[str, list[str]]:
-    routes = [r for r in _lines("ip", "route", "show", "table", "all")
-              if f"proto {guard.ROUTE_PROTO}" not in r]  # guards: checked on their own
-    return {"netns": _not_another_lab(_lines("ip", "netns", "list")), "links": _link_names(),
-            "mounts": _not_another_lab(_lines("cat", "/proc/self/mounts")), "routes": routes}
+    routes = [
+        r
+        for r in _lines("ip", "route", "show", "table", "all")
+        if f"proto {guard.ROUTE_PROTO}" not in r
+    ]  # guards: checked on their own
+    return {
+        "netns": _not_another_lab(_lines("ip", "netns", "list")),
+        "links": _link_names(),
+        "mounts": _not_another_lab(_lines("cat", "/proc/self/mounts")),
+        "routes": routes,
+    }
 
 
 def lab_processes(netns_inodes: set[int], marker: str) -> list[str]:
@@ -86,8 +92,10 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     assert lab_processes(set(), marker) == []
 
     assert lifecycle.up(expanded, str(LAB_PLAN)) is True
-    inodes = {os.stat(fabric.NETNS_DIR / ns).st_ino
-              for ns in fabric.lab_namespaces(names, expanded["hosts"])}
+    inodes = {
+        os.stat(fabric.NETNS_DIR / ns).st_ino
+        for ns in fabric.lab_namespaces(names, expanded["hosts"])
+    }
     assert lab_processes(inodes, marker)  # the probe does see the lab's processes
     assert status.collect(names, expanded)["up"]
 
@@ -107,8 +115,7 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     # The admin namespace deleted by hand: the lab's daemons notice and end by themselves.
     subprocess.run(["ip", "netns", "del", names.admin_ns], check=True)
     deadline = time.monotonic() + 10
-    while any(status.collect(names, expanded)["services"].values()) and \
-            time.monotonic() < deadline:
+    while any(status.collect(names, expanded)["services"].values()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(status.collect(names, expanded)["services"].values())
 
@@ -116,8 +123,9 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     assert status.collect(names, expanded)["condition"] == "down"
     assert machine_snapshot() == before
     others = state.other_labs_cidrs(RUN_ROOT, LAB_ID)
-    assert {r.split()[1] for r in _lines("ip", "route")
-            if f"proto {guard.ROUTE_PROTO}" in r} == others
+    assert {
+        r.split()[1] for r in _lines("ip", "route") if f"proto {guard.ROUTE_PROTO}" in r
+    } == others
     assert lab_processes(inodes, marker) == []
     assert not names.run_dir.exists()
     assert not any(names.var_dir.glob("nodes/*"))

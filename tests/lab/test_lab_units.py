@@ -43,7 +43,8 @@ def test_one_bridge_per_switch_and_network(expanded: dict[str, Any]) -> None:
     wires = topology.wiring(expanded)
     switches = {"core1", "agg1", "tor1", "tor2"}
     assert {(b.switch, b.network) for b in wires.bridges} == {
-        (s, n) for s in switches for n in ("mgmt", "compute", "storage")}
+        (s, n) for s in switches for n in ("mgmt", "compute", "storage")
+    }
     assert not wires.loops
 
 
@@ -65,15 +66,21 @@ def test_every_node_interface_carries_its_locked_address(expanded: dict[str, Any
         for net, iface in spec["interfaces"].items():
             port = ports[net]
             assert (port.device, port.address, port.mtu) == (
-                iface["device"], iface["address"], iface["mtu"])
+                iface["device"],
+                iface["address"],
+                iface["mtu"],
+            )
             assert port.bridge == topology.bridge_name(spec["access_switch"], net)
             assert port.mbit == 100  # 10 Gb/s access links at rate_scale 0.01
 
 
 def test_interface_names_fit_the_kernel_and_are_unique(expanded: dict[str, Any]) -> None:
     wires = topology.wiring(expanded)
-    names = [p.switch_port for p in wires.ports] + [b.name for b in wires.bridges] + \
-        [n for u in wires.uplinks for n in (u.lower, u.upper)]
+    names = (
+        [p.switch_port for p in wires.ports]
+        + [b.name for b in wires.bridges]
+        + [n for u in wires.uplinks for n in (u.lower, u.upper)]
+    )
     assert all(len(n) <= 15 for n in names)
     assert len(names) == len(set(names))
     long = ifname("a-very-long-switch-name", "compute")
@@ -113,16 +120,24 @@ def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, 
 
 
 def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
-    looped = {**expanded, "topology": {
-        "core": {"core1": {}, "core2": {}},
-        "aggregation": {"agg1": {"uplinks": ["core1", "core2"]},
-                        "agg2": {"uplinks": ["core1", "core2"]}},
-        "access": {"tor1": {"uplink": "agg1"}, "tor2": {"uplink": "agg2"}}}}
+    looped = {
+        **expanded,
+        "topology": {
+            "core": {"core1": {}, "core2": {}},
+            "aggregation": {
+                "agg1": {"uplinks": ["core1", "core2"]},
+                "agg2": {"uplinks": ["core1", "core2"]},
+            },
+            "access": {"tor1": {"uplink": "agg1"}, "tor2": {"uplink": "agg2"}},
+        },
+    }
     assert topology.wiring(looped).loops
 
 
-@pytest.mark.parametrize(("text", "mbit"), [("100mbit", 100), ("1gbit", 1000),
-                                            ("500kbit", 1), ("25", 25), ("10mbps", 80)])
+@pytest.mark.parametrize(
+    ("text", "mbit"),
+    [("100mbit", 100), ("1gbit", 1000), ("500kbit", 1), ("25", 25), ("10mbps", 80)],
+)
 def test_parse_rate(text: str, mbit: int) -> None:
     assert faults.parse_rate(text) == mbit
 
@@ -149,8 +164,9 @@ def test_gpu_hosts_get_nvidia_stand_ins(expanded: dict[str, Any]) -> None:
     nodes = hardware.device_nodes(expanded["hosts"]["gpu01"], {})
     assert ("nvidia0", "c", 195, 0) in nodes and ("nvidia1", "c", 195, 1) in nodes
     assert ("nvidiactl", "c", 195, 255) in nodes
-    assert not any(n[0].startswith("nvidia") for n in
-                   hardware.device_nodes(expanded["hosts"]["infer01"], {}))
+    assert not any(
+        n[0].startswith("nvidia") for n in hardware.device_nodes(expanded["hosts"]["infer01"], {})
+    )
     accel = hardware.device_nodes(expanded["hosts"]["infer01"], {})
     assert [n[0] for n in accel] == [f"accel/accel{i}" for i in range(4)]
     assert hardware.device_nodes(expanded["hosts"]["head01"], {}) == []
@@ -165,8 +181,9 @@ def test_osd_disks_are_loop_backed(expanded: dict[str, Any]) -> None:
 
 
 def test_boot_script_gives_the_node_its_own_dev(expanded: dict[str, Any]) -> None:
-    script = node.boot_script(LabNames("unit"), "gpu01", expanded["hosts"]["gpu01"],
-                              Path("/base"), {})
+    script = node.boot_script(
+        LabNames("unit"), "gpu01", expanded["hosts"]["gpu01"], Path("/base"), {}
+    )
     assert 'mount -t tmpfs -o mode=755,size=8m,nosuid dev "$R/dev"' in script
     assert "/dev " not in script.replace('"$R/dev', "")  # never the host's /dev
     assert 'mknod -m 666 "$R/dev/nvidia1" c 195 1' in script
@@ -181,8 +198,9 @@ def test_rootfs_cache_key_follows_the_package_list(monkeypatch: pytest.MonkeyPat
     assert rootfs.cache_key() != key
 
 
-def test_connection_vars_go_through_the_admin_namespace(expanded: dict[str, Any],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connection_vars_go_through_the_admin_namespace(
+    expanded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CLUSTER_PLAN_LAB_ID", raising=False)
     found = connection_vars(expanded, str(PLAN))
     assert found["ansible_user"] == "root"
@@ -199,8 +217,19 @@ def test_connection_vars_go_through_the_admin_namespace(expanded: dict[str, Any]
 def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "cluster_plan.lab.proxycommand", "cpl-no-such-lab-admin",
-         "10.40.0.10", "22"], capture_output=True, text=True, timeout=10, check=False)
+        [
+            sys.executable,
+            "-m",
+            "cluster_plan.lab.proxycommand",
+            "cpl-no-such-lab-admin",
+            "10.40.0.10",
+            "22",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
     assert result.returncode == 255
     assert "is not up" in result.stderr
     assert time.monotonic() - started < 5
@@ -226,9 +255,12 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        for method, target in (("GET", "http://example.com/"), ("CONNECT", "pypi.org:443"),
-                               ("GET", "http://deb.debian.org:8080/debian/"),
-                               ("GET", "http://deb.debian.org/debian/pool/../../etc/x.deb")):
+        for method, target in (
+            ("GET", "http://example.com/"),
+            ("CONNECT", "pypi.org:443"),
+            ("GET", "http://deb.debian.org:8080/debian/"),
+            ("GET", "http://deb.debian.org/debian/pool/../../etc/x.deb"),
+        ):
             with socket.socket(socket.AF_UNIX) as client:
                 client.connect(str(sock_path))
                 client.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -255,8 +287,13 @@ def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
 
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cluster_plan.cli", "lab", *args],
-                              capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "cluster_plan.cli", "lab", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     missing = cli("status", str(tmp_path / "nope.yml"))
     assert missing.returncode == 2 and "no such plan file" in missing.stderr
@@ -269,8 +306,9 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
 
 def _dns_query(name: str, qtype: int = 1) -> bytes:
     labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
-    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + labels + struct.pack(
-        "!HH", qtype, 1)
+    return (
+        struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + labels + struct.pack("!HH", qtype, 1)
+    )
 
 
 def test_site_dns_answers_plan_hosts_only(expanded: dict[str, Any]) -> None:
@@ -303,24 +341,36 @@ def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     ansible = Path(sys.executable).with_name("ansible")
     started = time.monotonic()
     result = subprocess.run(
-        [str(ansible), "-i", str(PLAN), "head01", "-m", "ping"], capture_output=True,
-        text=True, timeout=60, check=False, cwd=REPO,
-        env={**os.environ, "CLUSTER_PLAN_LAB_ID": "never-up", "ANSIBLE_FORCE_COLOR": "0"})
+        [str(ansible), "-i", str(PLAN), "head01", "-m", "ping"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "CLUSTER_PLAN_LAB_ID": "never-up", "ANSIBLE_FORCE_COLOR": "0"},
+    )
     assert result.returncode != 0
     assert "the lab 'never-up' is not up" in result.stdout + result.stderr, result.stdout
     assert time.monotonic() - started < 30
 
 
-def test_guard_refuses_plans_that_overlap_this_machine(expanded: dict[str, Any],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_guard_refuses_plans_that_overlap_this_machine(
+    expanded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import netaddr
 
     from cluster_plan.lab import guard
 
     monkeypatch.setattr(guard, "_root_addresses", lambda: [netaddr.IPNetwork("192.0.2.2/24")])
-    monkeypatch.setattr(guard, "_root_routes", lambda: [
-        {"dst": "default", "gateway": "192.0.2.1"}, {"dst": "192.0.2.0/24"},
-        {"dst": "10.40.0.0/24", "type": "unreachable", "protocol": "250"}])
+    monkeypatch.setattr(
+        guard,
+        "_root_routes",
+        lambda: [
+            {"dst": "default", "gateway": "192.0.2.1"},
+            {"dst": "192.0.2.0/24"},
+            {"dst": "10.40.0.0/24", "type": "unreachable", "protocol": "250"},
+        ],
+    )
     guard.check_no_overlap(expanded)  # our own guard routes are no overlap
     monkeypatch.setattr(guard, "_root_routes", lambda: [{"dst": "10.41.0.0/16"}])
     with pytest.raises(LabError, match=r"10\.41\.0\.0/24 overlaps this machine.s route"):
@@ -331,8 +381,9 @@ def test_guard_refuses_plans_that_overlap_this_machine(expanded: dict[str, Any],
         guard.check_no_overlap(expanded)
 
 
-def test_machine_changes_are_undone_by_the_last_lab(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_machine_changes_are_undone_by_the_last_lab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cluster_plan.lab import hostchanges
 
     sysctl = tmp_path / "sys"
@@ -358,11 +409,18 @@ def test_state_round_trip_and_other_labs(tmp_path: Path) -> None:
     from cluster_plan.lab import state
     from cluster_plan.lab.proc import ProcRef
 
-    mine = state.LabState(lab="a", plan="/p.yml", nodes={"n1": ProcRef(10, 20)},
-                          faults={"n1": {"loss_pct": 2.0}}, cidrs=["10.40.0.0/24"])
+    mine = state.LabState(
+        lab="a",
+        plan="/p.yml",
+        nodes={"n1": ProcRef(10, 20)},
+        faults={"n1": {"loss_pct": 2.0}},
+        cidrs=["10.40.0.0/24"],
+    )
     state.save(tmp_path / "a" / "state.json", mine)
     assert state.load(tmp_path / "a" / "state.json") == mine
-    state.save(tmp_path / "b" / "state.json",
-               state.LabState(lab="b", plan="/p.yml", cidrs=["10.41.0.0/24"]))
+    state.save(
+        tmp_path / "b" / "state.json",
+        state.LabState(lab="b", plan="/p.yml", cidrs=["10.41.0.0/24"]),
+    )
     assert state.other_labs_cidrs(tmp_path, "a") == {"10.41.0.0/24"}
     assert state.load(tmp_path / "missing.json") is None

@@ -29,11 +29,21 @@ if not EXE.exists():
 
 
 def ansible_inventory(source: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1",
-           "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp")}
+    env = {
+        **os.environ,
+        "ANSIBLE_FORCE_COLOR": "0",
+        "NO_COLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"),
+    }
     env.pop("ANSIBLE_CONFIG", None)
-    return subprocess.run([str(EXE), "-i", str(source), *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [str(EXE), "-i", str(source), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +57,13 @@ def lab_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
     """name -> (inventory source, the finding code its output must show)."""
     cases: dict[str, tuple[Path, str]] = {}
-    for name, code in (("network-overlap.yml", "network-overlap"),
-                       ("duplicate-key-nested.yml", "duplicate-key"),
-                       ("yaml-syntax.yml", "yaml-syntax"),
-                       ("absurd-count.yml", "range"),
-                       ("binary-junk.yml", "not-text")):
+    for name, code in (
+        ("network-overlap.yml", "network-overlap"),
+        ("duplicate-key-nested.yml", "duplicate-key"),
+        ("yaml-syntax.yml", "yaml-syntax"),
+        ("absurd-count.yml", "range"),
+        ("binary-junk.yml", "not-text"),
+    ):
         cases[name] = (BAD / name, code)
     missing = base / "missing"
     missing.mkdir()
@@ -60,8 +72,9 @@ def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
     stale = base / "stale"
     stale.mkdir()
     shutil.copy(LAB.with_name("cluster.lock.json"), stale / "cluster.lock.json")
-    text = LAB.read_text().replace("    count: 1\n    hostname: \"cpu{n:02d}\"",
-                                   "    count: 2\n    hostname: \"cpu{n:02d}\"")
+    text = LAB.read_text().replace(
+        '    count: 1\n    hostname: "cpu{n:02d}"', '    count: 2\n    hostname: "cpu{n:02d}"'
+    )
     (stale / "cluster.yml").write_text(text)
     cases["stale-lock"] = (stale / "cluster.yml", "lock-stale")
     return cases
@@ -70,8 +83,13 @@ def _broken_copies(base: Path) -> dict[str, tuple[Path, str]]:
 def test_bad_sources_fail_with_the_finding_and_no_traceback(tmp_path):
     cases = _broken_copies(tmp_path)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = dict(zip(cases, pool.map(lambda c: ansible_inventory(c[0], tmp_path, "--list"),
-                                           cases.values()), strict=True))
+        results = dict(
+            zip(
+                cases,
+                pool.map(lambda c: ansible_inventory(c[0], tmp_path, "--list"), cases.values()),
+                strict=True,
+            )
+        )
     for name, (source, code) in cases.items():
         proc = results[name]
         output = proc.stdout + proc.stderr

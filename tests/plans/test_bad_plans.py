@@ -62,8 +62,9 @@ def test_the_corpus_is_large_and_fully_described():
 
 
 def test_the_base_plan_is_sound(capsys):
-    code, out, _ = run_cli(capsys, "validate", "--no-lock", "--format", "json",
-                             str(HERE / "base.yml"))
+    code, out, _ = run_cli(
+        capsys, "validate", "--no-lock", "--format", "json", str(HERE / "base.yml")
+    )
     (report,) = json.loads(out)
     assert report["findings"] == []
     assert code == 0
@@ -88,10 +89,17 @@ def test_bad_plan(capsys, name):
     shown = [f for f in report["findings"] if f["suppressed_by"] is None]
     for expected in MANIFEST[name]:
         severity = expected.get("severity", "error")
-        matches = [f for f in shown if f["code"] == expected["code"]
-                   and f["path"] == expected["path"] and f["severity"] == severity]
-        assert matches, f"{name}: no {severity} {expected['code']} at {expected['path']}: " \
-                        f"{[(f['code'], f['path']) for f in shown]}"
+        matches = [
+            f
+            for f in shown
+            if f["code"] == expected["code"]
+            and f["path"] == expected["path"]
+            and f["severity"] == severity
+        ]
+        assert matches, (
+            f"{name}: no {severity} {expected['code']} at {expected['path']}: "
+            f"{[(f['code'], f['path']) for f in shown]}"
+        )
         finding = matches[0]
         assert finding["file"] == path
         assert finding["message"]
@@ -101,8 +109,9 @@ def test_bad_plan(capsys, name):
         if "hint" in expected:
             assert expected["hint"] in (finding["hint"] or ""), f"{name}: {finding}"
     listed = {(e["code"], e["path"]) for e in MANIFEST[name]}
-    unexpected = [f for f in shown if f["severity"] == "error"
-                  and (f["code"], f["path"]) not in listed]
+    unexpected = [
+        f for f in shown if f["severity"] == "error" and (f["code"], f["path"]) not in listed
+    ]
     assert not unexpected, f"{name}: unexpected errors {unexpected}"
     assert report["ok"] is (expected_exit(name) == 0)
     assert code == expected_exit(name)
@@ -117,8 +126,11 @@ def test_bad_plan_text_output_points_at_the_line(capsys, name):
     for expected in MANIFEST[name]:
         where = f"{path}:{expected['line']}:" if "line" in expected else f"{path}"
         severity = expected.get("severity", "error")
-        heads = [line for line in err.splitlines()
-                 if line.startswith(where) and f"{severity}[{expected['code']}]" in line]
+        heads = [
+            line
+            for line in err.splitlines()
+            if line.startswith(where) and f"{severity}[{expected['code']}]" in line
+        ]
         assert any(f" {expected['path']}: " in head for head in heads), f"{name}:\n{err}"
     if any("line" in e for e in MANIFEST[name]):
         assert "^" in err  # the caret under the offending column
@@ -157,8 +169,13 @@ def test_unreadable_paths(capsys, tmp_path):
     assert code == 2
     assert "not-a-file" in err
     # several plans: each is reported, and the run fails
-    code, _, err = run_cli(capsys, "validate", "--no-lock", str(tmp_path / "missing.yml"),
-                           str(BAD / "network-overlap.yml"))
+    code, _, err = run_cli(
+        capsys,
+        "validate",
+        "--no-lock",
+        str(tmp_path / "missing.yml"),
+        str(BAD / "network-overlap.yml"),
+    )
     assert code in (1, 2)
     assert "file-not-found" in err
     assert "network-overlap" in err
@@ -174,28 +191,58 @@ def test_binary_junk_written_by_the_test(capsys, tmp_path):
     assert (code, "not-text" in err, "Traceback" in err) == (2, True, False)
 
 
-SAMPLE = ["yaml-syntax.yml", "empty.yml", "top-level-list.yml", "duplicate-key-top.yml",
-          "unknown-key-nested.yml", "absurd-count.yml", "binary-junk.yml", "multiple-documents.yml",
-          "pin-outside.yml", "rack-two-switches.yml"]
+SAMPLE = [
+    "yaml-syntax.yml",
+    "empty.yml",
+    "top-level-list.yml",
+    "duplicate-key-top.yml",
+    "unknown-key-nested.yml",
+    "absurd-count.yml",
+    "binary-junk.yml",
+    "multiple-documents.yml",
+    "pin-outside.yml",
+    "rack-two-switches.yml",
+]
 
 
 @pytest.mark.parametrize("name", SAMPLE)
 def test_bad_plan_through_the_installed_command(name):
     """The real executable, in a fresh process: exit status and stderr as a user sees them."""
-    proc = subprocess.run([*CLUSTER_PLAN, "validate", str(BAD / name)], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT,
-                          env={**os.environ, "PYTHONWARNINGS": "error"})
+    proc = subprocess.run(
+        [*CLUSTER_PLAN, "validate", str(BAD / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
     assert proc.returncode == expected_exit(name), proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"[{MANIFEST[name][0]['code']}]" in proc.stderr
     assert proc.stdout == ""
 
 
-LOAD_CODES = {"yaml-syntax", "empty-plan", "not-a-mapping", "multiple-documents",
-              "duplicate-key", "yaml-value", "not-text"}
+LOAD_CODES = {
+    "yaml-syntax",
+    "empty-plan",
+    "not-a-mapping",
+    "multiple-documents",
+    "duplicate-key",
+    "yaml-value",
+    "not-text",
+}
 # ("format" is left out: the reservation start time check is the core's, not the schema's)
-SCHEMA_CODES = {"type", "enum", "unknown-key", "missing-key", "range", "name", "empty",
-                "duplicate-item", "value"}
+SCHEMA_CODES = {
+    "type",
+    "enum",
+    "unknown-key",
+    "missing-key",
+    "range",
+    "name",
+    "empty",
+    "duplicate-item",
+    "value",
+}
 # check-jsonschema reads an unquoted timestamp as a string; the core reads it as YAML 1.1 does,
 # as a date, and asks for quotes
 CORE_STRICTER = {"reservation-start-unquoted.yml"}
@@ -207,9 +254,19 @@ def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
     names = sorted(n for n in MANIFEST if not {e["code"] for e in MANIFEST[n]} & LOAD_CODES)
     files = [str(HERE / "base.yml"), *(str(BAD / n) for n in names)]
     exe = ROOT / ".venv" / "bin" / "check-jsonschema"
-    proc = subprocess.run([str(exe) if exe.exists() else "check-jsonschema", "--schemafile",
-                           str(ROOT / "schemas" / "cluster-plan.schema.json"), "-o", "JSON",
-                           *files], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            str(exe) if exe.exists() else "check-jsonschema",
+            "--schemafile",
+            str(ROOT / "schemas" / "cluster-plan.schema.json"),
+            "-o",
+            "JSON",
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     report = json.loads(proc.stdout)
     assert report["parse_errors"] == []
     failed = {Path(e["filename"]).name for e in report["errors"]}
@@ -221,10 +278,16 @@ def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
 LAB = str(ROOT / "inventory" / "lab" / "cluster.yml")
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["validate"], ["frobnicate"], ["validate", "--format", "xml", LAB],
-    ["expand", "--host", "nohost", LAB],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["validate"],
+        ["frobnicate"],
+        ["validate", "--format", "xml", LAB],
+        ["expand", "--host", "nohost", LAB],
+    ],
+)
 def test_usage_errors_exit_2(capsys, argv):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2

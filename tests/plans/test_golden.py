@@ -23,8 +23,11 @@ from cluster_plan import cli
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SCHEMA = ROOT / "schemas" / "cluster-plan.schema.json"
-PLANS = sorted(p for p in (ROOT / "inventory").rglob("*.y*ml")
-               if p.suffix in (".yml", ".yaml") and not p.name.startswith("."))
+PLANS = sorted(
+    p
+    for p in (ROOT / "inventory").rglob("*.y*ml")
+    if p.suffix in (".yml", ".yaml") and not p.name.startswith(".")
+)
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
@@ -39,6 +42,7 @@ def plan_id(plan: Path) -> str:
 
 def dump_golden(data: dict[str, Any]) -> str:
     """JSON with one top-level key, and one host, per line: diffs stay readable for big plans."""
+
     def compact(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"))
 
@@ -49,8 +53,10 @@ def dump_golden(data: dict[str, Any]) -> str:
         if key == "hosts" and isinstance(value, dict) and value:
             lines.append(f"{compact(key)}:{{")
             hosts = list(value.items())
-            lines.extend(f"{compact(name)}:{compact(host)}{',' if j < len(hosts) - 1 else ''}"
-                         for j, (name, host) in enumerate(hosts))
+            lines.extend(
+                f"{compact(name)}:{compact(host)}{',' if j < len(hosts) - 1 else ''}"
+                for j, (name, host) in enumerate(hosts)
+            )
             lines.append("}" + comma)
         else:
             lines.append(f"{compact(key)}:{compact(value)}{comma}")
@@ -86,8 +92,12 @@ def test_plans_pass_check_jsonschema():
     command = [str(exe)] if exe.exists() else [sys.executable, "-m", "check_jsonschema"]
     if not exe.exists() and shutil.which("check-jsonschema"):
         command = ["check-jsonschema"]
-    proc = subprocess.run([*command, "--schemafile", str(SCHEMA), *map(str, PLANS)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*command, "--schemafile", str(SCHEMA), *map(str, PLANS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -63,7 +63,10 @@ def test_missing_lock(capsys, plan):
     assert code == 1
     (finding,) = found
     assert (finding["code"], finding["path"], finding["file"]) == (
-        "lock-missing", "$", str(lock_of(plan)))
+        "lock-missing",
+        "$",
+        str(lock_of(plan)),
+    )
     assert "cluster-plan lock" in finding["hint"]
     # --no-lock validates the plan alone
     assert run(capsys, "validate", "--no-lock", str(plan))[0] == 0
@@ -83,7 +86,10 @@ def test_stale_lock_after_adding_a_node(capsys, plan):
     assert code == 1
     (finding,) = found
     assert (finding["code"], finding["path"], finding["file"]) == (
-        "lock-stale", "$", str(lock_of(plan)))
+        "lock-stale",
+        "$",
+        str(lock_of(plan)),
+    )
     assert "gpu03" in finding["message"]
     assert "cluster-plan lock" in finding["hint"]
     code, _, err = run(capsys, "lock", "--check", str(plan))
@@ -126,18 +132,24 @@ def test_reordering_node_groups_keeps_the_lock_current(capsys, plan):
     assert findings(capsys, plan) == (0, [])
 
 
-@pytest.mark.parametrize(("content", "line"), [
-    (b"{\"version\": 1, \"networks\": {", 1),
-    (b"{\n  \"version\": 1,\n  \"networks\": {},\n}\n", 4),
-    (b"<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> theirs\n", 1),
-])
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        (b'{"version": 1, "networks": {', 1),
+        (b'{\n  "version": 1,\n  "networks": {},\n}\n', 4),
+        (b"<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> theirs\n", 1),
+    ],
+)
 def test_lock_that_is_not_json(capsys, plan, content, line):
     lock_of(plan).write_bytes(content)
     code, found = findings(capsys, plan)
     assert code == 1
     (finding,) = found
     assert (finding["code"], finding["file"], finding["line"]) == (
-        "lock-unreadable", str(lock_of(plan)), line)
+        "lock-unreadable",
+        str(lock_of(plan)),
+        line,
+    )
     # lock does not overwrite a lock it cannot read: that would renumber every host
     code, _, err = run(capsys, "lock", str(plan))
     assert code == 1
@@ -145,11 +157,18 @@ def test_lock_that_is_not_json(capsys, plan, content, line):
     assert lock_of(plan).read_bytes() == content
 
 
-@pytest.mark.parametrize("content", [
-    b"[]", b"null", b"{\"version\": 1}", b"{\"networks\": {\"mgmt\": []}}",
-    b"{\"networks\": {\"mgmt\": {\"hosts\": [\"head01\"]}}}", b"\xff\xfe\x00junk",
-    b"{\"networks\": {\"mgmt\": {\"hosts\": {}, \"released\": []}}}",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[]",
+        b"null",
+        b'{"version": 1}',
+        b'{"networks": {"mgmt": []}}',
+        b'{"networks": {"mgmt": {"hosts": ["head01"]}}}',
+        b"\xff\xfe\x00junk",
+        b'{"networks": {"mgmt": {"hosts": {}, "released": []}}}',
+    ],
+)
 def test_lock_of_the_wrong_shape(capsys, plan, content):
     lock_of(plan).write_bytes(content)
     code, found = findings(capsys, plan)
@@ -180,15 +199,22 @@ def test_lock_with_nonsense_addresses_is_stale_not_a_crash(capsys, plan):
 def test_pin_on_an_address_the_lock_gives_another_host(capsys, plan):
     lock = json.loads(lock_of(plan).read_text())
     taken = lock["networks"]["mgmt"]["hosts"]["gpu02"]
-    edit(plan, "    pool: gpu\n", f"    pool: gpu\n    nodes:\n      gpu01:\n"
-                                  f"        address: {{mgmt: {taken}}}\n")
+    edit(
+        plan,
+        "    pool: gpu\n",
+        f"    pool: gpu\n    nodes:\n      gpu01:\n        address: {{mgmt: {taken}}}\n",
+    )
     code, found = findings(capsys, plan)
     assert code == 1
     (finding,) = found
     assert (finding["code"], finding["path"]) == (
-        "pinned-address-taken", "$.node_groups.gpu.nodes.gpu01.address.mgmt")
-    assert finding["line"] == plan.read_text().splitlines().index(
-        f"        address: {{mgmt: {taken}}}") + 1
+        "pinned-address-taken",
+        "$.node_groups.gpu.nodes.gpu01.address.mgmt",
+    )
+    assert (
+        finding["line"]
+        == plan.read_text().splitlines().index(f"        address: {{mgmt: {taken}}}") + 1
+    )
     code, _, err = run(capsys, "lock", str(plan))
     assert code == 1
     assert "pinned-address-taken" in err
@@ -197,8 +223,11 @@ def test_pin_on_an_address_the_lock_gives_another_host(capsys, plan):
 
 def test_pin_on_a_free_address_moves_only_that_host(capsys, plan):
     lock = json.loads(lock_of(plan).read_text())
-    edit(plan, "    pool: gpu\n", "    pool: gpu\n    nodes:\n      gpu01:\n"
-                                  "        address: {mgmt: 10.40.0.200}\n")
+    edit(
+        plan,
+        "    pool: gpu\n",
+        "    pool: gpu\n    nodes:\n      gpu01:\n        address: {mgmt: 10.40.0.200}\n",
+    )
     code, found = findings(capsys, plan)
     assert code == 1
     assert [f["code"] for f in found] == ["lock-stale"]

@@ -79,8 +79,13 @@ def render(
     return str(templar(role, variables).template(trust_as_template(source)))
 
 
-def value(role: str, expression: str, expanded: dict[str, Any], host: str,
-          overrides: dict[str, Any] | None = None) -> Any:
+def value(
+    role: str,
+    expression: str,
+    expanded: dict[str, Any],
+    host: str,
+    overrides: dict[str, Any] | None = None,
+) -> Any:
     """A role variable or expression, templated for `host`."""
     variables = host_variables(role, expanded, host, overrides)
     return templar(role, variables).template(trust_as_template("{{ " + expression + " }}"))

@@ -24,14 +24,24 @@ def test_hosts_file_lists_every_plan_host_once_by_mgmt_address(lab_expanded):
 
 def test_network_file_per_interface_with_address_mtu_and_gateway(lab_expanded):
     interfaces = lab_expanded["hosts"]["gpu01"]["interfaces"]
-    mgmt = render("common", "network.j2", lab_expanded, "gpu01",
-                  {"item": {"key": "mgmt", "value": interfaces["mgmt"]}})
+    mgmt = render(
+        "common",
+        "network.j2",
+        lab_expanded,
+        "gpu01",
+        {"item": {"key": "mgmt", "value": interfaces["mgmt"]}},
+    )
     assert "Name=mgmt" in mgmt
     assert f"Address={interfaces['mgmt']['address']}/24" in mgmt
     assert "Gateway=10.40.0.1" in mgmt
     assert "KeepConfiguration=static" in mgmt
-    compute = render("common", "network.j2", lab_expanded, "gpu01",
-                     {"item": {"key": "compute", "value": interfaces["compute"]}})
+    compute = render(
+        "common",
+        "network.j2",
+        lab_expanded,
+        "gpu01",
+        {"item": {"key": "compute", "value": interfaces["compute"]}},
+    )
     assert "MTUBytes=9000" in compute
     assert "Gateway" not in compute
 
@@ -67,7 +77,7 @@ def test_unattended_upgrades_follow_the_plan(lab_expanded):
     security = render("common", "52cluster-plan-unattended-upgrades.j2", lab_expanded, "gpu01")
     assert "#clear Unattended-Upgrade::Origins-Pattern;" in security
     assert "label=Debian-Security" in security
-    assert "label=Debian\"" not in security
+    assert 'label=Debian"' not in security
     lab_expanded["packages"]["unattended_upgrades"] = "none"
     off = render("common", "20auto-upgrades.j2", lab_expanded, "gpu01")
     assert 'APT::Periodic::Unattended-Upgrade "0";' in off
@@ -86,18 +96,30 @@ def test_firewall_admits_cluster_networks_on_plan_interfaces_and_ssh_from_anywhe
     assert "flush ruleset" not in text  # other tables (the lab's fault injection) stay
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("unshare"),
-                    reason="needs root, nft and unshare to check the ruleset in a scratch netns")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("unshare"),
+    reason="needs root, nft and unshare to check the ruleset in a scratch netns",
+)
 def test_firewall_ruleset_is_valid_nftables(lab_expanded, tmp_path):
     path = tmp_path / "nftables.conf"
     path.write_text(nftables(lab_expanded))
     # A new, empty network namespace: the check loads nothing into the machine's own tables.
-    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        ["unshare", "--net", "nft", "-c", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     path.write_text(nftables(lab_expanded).replace("policy drop;", "policy maybe;"))
-    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        ["unshare", "--net", "nft", "-c", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode != 0
 
 

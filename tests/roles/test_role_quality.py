@@ -17,10 +17,14 @@ PLAYBOOKS = ["playbooks/common.yml", "playbooks/slurm.yml"]
 
 
 def run(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
-           "ANSIBLE_HOME": str(ROOT / ".ansible")}
-    return subprocess.run(list(argv), cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_HOME": str(ROOT / ".ansible"),
+    }
+    return subprocess.run(
+        list(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -37,8 +41,13 @@ def test_every_default_has_an_argument_spec(role):
 
 
 def test_readmes_are_generated_from_the_specs():
-    result = run(str(BIN / "python"), "-m", "cluster_plan.role_docs", "--check",
-                 *(f"roles/{r}" for r in ROLES))
+    result = run(
+        str(BIN / "python"),
+        "-m",
+        "cluster_plan.role_docs",
+        "--check",
+        *(f"roles/{r}" for r in ROLES),
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -53,8 +62,16 @@ def test_yamllint_clean():
 
 
 def test_ansible_lint_production_profile():
-    result = run(str(BIN / "ansible-lint"), "--profile", "production", "--offline", "--nocolor",
-                 *(f"roles/{r}" for r in ROLES), *PLAYBOOKS, timeout=600)
+    result = run(
+        str(BIN / "ansible-lint"),
+        "--profile",
+        "production",
+        "--offline",
+        "--nocolor",
+        *(f"roles/{r}" for r in ROLES),
+        *PLAYBOOKS,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 

@@ -40,22 +40,35 @@ PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
 BIN = Path(sys.executable).parent
 PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
 CONVERGE_TIMEOUT_S = 1500
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
-                   re.M)
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
-            "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    return {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "cluster-plan"), *args], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [str(BIN / "cluster-plan"), *args],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
-def on_node(host: str, script: str, plan: Path = PLAN,
-            timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def on_node(
+    host: str, script: str, plan: Path = PLAN, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     """Run a shell script inside a lab node (nsenter), as root."""
     return cli("lab", "run", str(plan), host, "--", "sh", "-c", script, timeout=timeout)
 
@@ -63,8 +76,14 @@ def on_node(host: str, script: str, plan: Path = PLAN,
 def converge(plan: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     result = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *PLAYBOOKS], cwd=ROOT,
-        env=_env(), capture_output=True, text=True, timeout=CONVERGE_TIMEOUT_S, check=False)
+        [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *PLAYBOOKS],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=CONVERGE_TIMEOUT_S,
+        check=False,
+    )
     return result, time.monotonic() - started
 
 
@@ -109,8 +128,13 @@ def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
     first, first_s = converge(PLAN)
     # The second run is verbose on purpose: secrets must stay hidden even then.
     second, second_s = converge(PLAN, "-v")
-    return SlurmLab(expanded, first, second, (first_s, second_s),
-                    [first.stdout + first.stderr, second.stdout + second.stderr])
+    return SlurmLab(
+        expanded,
+        first,
+        second,
+        (first_s, second_s),
+        [first.stdout + first.stderr, second.stdout + second.stderr],
+    )
 
 
 @pytest.fixture
@@ -122,10 +146,12 @@ def slurm(slurm_lab: SlurmLab) -> SlurmLab:
 
 def job_env(cluster: SlurmLab, options: str, command: str = "true") -> dict[str, str]:
     """srun OPTIONS on the controller; returns the job's host, partition and GPUs."""
-    out = cluster.sh(cluster.group("slurm_controller")[0],
-                 f"cd /tmp && timeout 120 srun -t 1 {options} sh -c "
-                 "'echo host=$(hostname) partition=$SLURM_JOB_PARTITION "
-                 f"gpus=$CUDA_VISIBLE_DEVICES; {command}'")
+    out = cluster.sh(
+        cluster.group("slurm_controller")[0],
+        f"cd /tmp && timeout 120 srun -t 1 {options} sh -c "
+        "'echo host=$(hostname) partition=$SLURM_JOB_PARTITION "
+        f"gpus=$CUDA_VISIBLE_DEVICES; {command}'",
+    )
     line = next(ln for ln in out.splitlines() if ln.startswith("host="))
     return dict(part.split("=", 1) for part in line.split())
 
@@ -190,18 +216,32 @@ def test_second_run_changes_nothing_on_any_host(slurm: SlurmLab):
     assert set(rows) >= set(slurm.expanded["hosts"])
     changed = {h: r["changed"] for h, r in rows.items() if r["changed"]}
     assert changed == {}, "\n".join(
-        ln for ln in slurm.second.stdout.splitlines() if ln.startswith("changed:"))
+        ln for ln in slurm.second.stdout.splitlines() if ln.startswith("changed:")
+    )
 
 
 def test_check_mode_on_the_converged_lab_reports_no_change(slurm: SlurmLab):
     result = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(PLAN), "--check",
-         "playbooks/common.yml", "playbooks/slurm.yml"], cwd=ROOT, env=_env(),
-        capture_output=True, text=True, timeout=CONVERGE_TIMEOUT_S, check=False)
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(PLAN),
+            "--check",
+            "playbooks/common.yml",
+            "playbooks/slurm.yml",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=CONVERGE_TIMEOUT_S,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     rows = recap(result.stdout)
     assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, "\n".join(
-        ln for ln in result.stdout.splitlines() if ln.startswith("changed:"))
+        ln for ln in result.stdout.splitlines() if ln.startswith("changed:")
+    )
 
 
 def test_munge_key_is_shared_private_and_never_printed(slurm: SlurmLab):
@@ -211,8 +251,9 @@ def test_munge_key_is_shared_private_and_never_printed(slurm: SlurmLab):
     assert len(key) >= 32
     ran(slurm)
     for host in [*slurm.group("slurm_compute"), controller]:
-        stat = slurm.sh(host, "stat -c '%a %U' /etc/munge/munge.key && "
-                              "sha256sum < /etc/munge/munge.key").split()
+        stat = slurm.sh(
+            host, "stat -c '%a %U' /etc/munge/munge.key && sha256sum < /etc/munge/munge.key"
+        ).split()
         assert stat[:2] == ["400", "munge"], host
         assert stat[2] == slurm.sh(controller, "sha256sum < /etc/munge/munge.key").split()[0]
     for output in slurm.outputs:
@@ -256,8 +297,10 @@ def test_inference_job_lands_in_the_accelerator_pool(slurm: SlurmLab):
 
 
 def test_unknown_class_is_rejected_with_the_known_ones(slurm: SlurmLab):
-    result = on_node(slurm.group("slurm_controller")[0],
-                     "cd /tmp && timeout 60 srun -t 1 --comment=class:quantum true")
+    result = on_node(
+        slurm.group("slurm_controller")[0],
+        "cd /tmp && timeout 60 srun -t 1 --comment=class:quantum true",
+    )
     assert result.returncode != 0
     assert "unknown workload class 'quantum'" in result.stdout + result.stderr
 
@@ -286,8 +329,9 @@ def test_dataset_job_prefers_the_racks_holding_the_data(slurm: SlurmLab):
 
 def test_dataset_job_runs_elsewhere_when_the_data_racks_are_busy(slurm: SlurmLab):
     holders, others = dataset_racks_hosts(slurm, "imagenet", "gpu")
-    blockers = [sbatch(slurm, f"-p training -w {h} --exclusive -t 5 --wrap 'sleep 300'")
-                for h in holders]
+    blockers = [
+        sbatch(slurm, f"-p training -w {h} --exclusive -t 5 --wrap 'sleep 300'") for h in holders
+    ]
     try:
         for blocker in blockers:
             assert wait_running(slurm, blocker)["state"] == "RUNNING"
@@ -306,8 +350,9 @@ def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: Slurm
     import slurm_policy
 
     hosts = [slurm.expanded["hosts"][h] for h in slurm.group("slurm_compute")]
-    by_weight = sorted(slurm_policy.slurm_node_records(hosts), key=lambda n: (n["weight"],
-                                                                               n["name"]))
+    by_weight = sorted(
+        slurm_policy.slurm_node_records(hosts), key=lambda n: (n["weight"], n["name"])
+    )
     naive = {slurm.expanded["hosts"][n["name"]]["access_switch"] for n in by_weight[:2]}
     assert len(naive) == 2, "the lab plan no longer makes this test discriminate"
     job = sbatch(slurm, "-p all -N2 --switches=1 -t 2 --wrap 'sleep 30'")
@@ -351,17 +396,30 @@ def outside_namespace(slurm: SlurmLab) -> Iterator[tuple[str, str]]:
     gateway = slurm.expanded["networks"][mgmt]["gateway"]
     prefixlen = slurm.expanded["networks"][mgmt]["prefixlen"]
     core = next(iter(slurm.expanded["topology"]["core"]))
-    admin = subprocess.run(["ip", "-n", names.admin_ns, "-o", "addr"], capture_output=True,
-                           text=True, check=False).stdout
+    admin = subprocess.run(
+        ["ip", "-n", names.admin_ns, "-o", "addr"], capture_output=True, text=True, check=False
+    ).stdout
     if f" {gateway}/" in admin:
         pytest.skip("the lab's admin namespace holds the gateway address")
     ns, port = f"cpt-{names.lab}-outside"[:30], "cptout"
     steps = [
         ["ip", "netns", "add", ns],
-        ["ip", "-n", names.fabric_ns, "link", "add", port, "type", "veth", "peer", "name",
-         "eth0", "netns", ns],
-        ["ip", "-n", names.fabric_ns, "link", "set", port, "master", bridge_name(core, mgmt),
-         "up"],
+        [
+            "ip",
+            "-n",
+            names.fabric_ns,
+            "link",
+            "add",
+            port,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            ns,
+        ],
+        ["ip", "-n", names.fabric_ns, "link", "set", port, "master", bridge_name(core, mgmt), "up"],
         ["ip", "-n", ns, "addr", "add", f"{gateway}/{prefixlen}", "dev", "eth0"],
         ["ip", "-n", ns, "addr", "add", "198.51.100.7/32", "dev", "eth0"],
         ["ip", "-n", ns, "link", "set", "eth0", "up"],
@@ -372,15 +430,23 @@ def outside_namespace(slurm: SlurmLab) -> Iterator[tuple[str, str]]:
             subprocess.run(step, check=True, capture_output=True, timeout=30)
         yield ns, "198.51.100.7"
     finally:
-        subprocess.run(["ip", "-n", names.fabric_ns, "link", "del", port], check=False,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["ip", "-n", names.fabric_ns, "link", "del", port],
+            check=False,
+            capture_output=True,
+            timeout=30,
+        )
         subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True, timeout=30)
 
 
 def probe_from_namespace(ns: str, host: str, port: int, source: str) -> str:
-    result = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", CONNECT, host,
-                             str(port), source], capture_output=True, text=True, timeout=30,
-                            check=False)
+    result = subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", CONNECT, host, str(port), source],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     return result.stdout.strip()
 
 
@@ -428,9 +494,12 @@ def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path
     lines, slurmctld and every slurmd restarted by the role.
     """
     plan = yaml.safe_load(PLAN.read_text())
-    group = next(g for g, spec in plan["node_groups"].items()
-                 if "slurm_compute" not in spec.get("roles", [])
-                 and "slurm_controller" not in spec.get("roles", []))
+    group = next(
+        g
+        for g, spec in plan["node_groups"].items()
+        if "slurm_compute" not in spec.get("roles", [])
+        and "slurm_controller" not in spec.get("roles", [])
+    )
     plan["node_groups"][group]["roles"].append("slurm_compute")
     plan["node_groups"][group]["pool"] = "cpu"
     bigger = tmp_path / "cluster.yml"
@@ -448,15 +517,20 @@ def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path
         assert before["state"] == "RUNNING"
         result, _ = converge(bigger)
         assert result.returncode == 0, result.stdout[-4000:]
-        restarted = [ln for ln in result.stdout.splitlines()
-                     if ln.startswith("RUNNING HANDLER [slurm : Restart slurmctld]")]
+        restarted = [
+            ln
+            for ln in result.stdout.splitlines()
+            if ln.startswith("RUNNING HANDLER [slurm : Restart slurmctld]")
+        ]
         assert restarted, "the rollout did not restart slurmctld"
         after = squeue(slurm, job)
         assert after == before, (before, after)
         nodes = ",".join(added)
-        out = slurm.sh(slurm.group("slurm_controller")[0],
-                       f"timeout 120 sh -c 'until [ \"$(sinfo -h -p general -n {nodes} -o %t)\""
-                       f" = idle ]; do sleep 2; done'; sinfo -h -p general -n {nodes} -o '%D %t'")
+        out = slurm.sh(
+            slurm.group("slurm_controller")[0],
+            f'timeout 120 sh -c \'until [ "$(sinfo -h -p general -n {nodes} -o %t)"'
+            f" = idle ]; do sleep 2; done'; sinfo -h -p general -n {nodes} -o '%D %t'",
+        )
         assert out.split() == [str(len(added)), "idle"], out
     finally:
         scancel(slurm, job)

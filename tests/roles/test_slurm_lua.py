@@ -25,7 +25,11 @@ def run_busted(script: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [BUSTED, "--output=TAP", str(SPEC)],
         env={"JOB_SUBMIT_LUA": str(script), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=60, check=False)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.skipif(BUSTED is None, reason="busted not installed (apt-get install lua-busted)")
@@ -40,7 +44,8 @@ def test_job_submit_policy_passes_busted(job_submit):
 def test_busted_catches_a_wrong_route(job_submit):
     """The spec can fail: a script routing inference jobs to the wrong partition is caught."""
     broken = job_submit.read_text().replace(
-        '["inference"] = {partition = "inference"}', '["inference"] = {partition = "general"}')
+        '["inference"] = {partition = "inference"}', '["inference"] = {partition = "general"}'
+    )
     assert broken != job_submit.read_text()
     job_submit.write_text(broken)
     result = run_busted(job_submit)

@@ -26,8 +26,10 @@ def test_node_records_carry_pool_device_rack_and_dataset_features(lab_expanded):
 
 
 def test_one_partition_per_workload_class_over_its_pool(lab_expanded):
-    parts = {p["name"]: p for p in policy.slurm_partition_records(
-        lab_expanded, compute_hosts(lab_expanded))}
+    parts = {
+        p["name"]: p
+        for p in policy.slurm_partition_records(lab_expanded, compute_hosts(lab_expanded))
+    }
     assert set(parts) == set(lab_expanded["scheduler"]["workload_classes"])
     assert parts["training"]["nodes"] == ["gpu01", "gpu02"]
     assert parts["inference"]["nodes"] == ["infer01"]
@@ -51,8 +53,9 @@ def test_default_class_falls_back_to_cpu_class_when_none_is_marked(lab_expanded)
 
 
 def test_topology_follows_access_aggregation_core(lab_expanded):
-    switches = {s["name"]: s for s in policy.slurm_switch_records(
-        lab_expanded, compute_hosts(lab_expanded))}
+    switches = {
+        s["name"]: s for s in policy.slurm_switch_records(lab_expanded, compute_hosts(lab_expanded))
+    }
     assert switches["tor1"]["nodes"] == ["gpu01"]
     assert switches["tor2"]["nodes"] == ["cpu01", "gpu02", "infer01"]
     assert switches["agg1"]["switches"] == ["tor1", "tor2"]
@@ -66,10 +69,13 @@ def test_topology_leaves_out_switches_without_compute_nodes(lab_expanded):
 
 
 def test_topology_puts_a_multi_homed_aggregation_under_its_first_core():
-    plan = {"topology": {
-        "core": {"c1": {}, "c2": {}},
-        "aggregation": {"a1": {"uplinks": ["c2", "c1"]}},
-        "access": {"t-1": {"uplink": "a1"}}}}
+    plan = {
+        "topology": {
+            "core": {"c1": {}, "c2": {}},
+            "aggregation": {"a1": {"uplinks": ["c2", "c1"]}},
+            "access": {"t-1": {"uplink": "a1"}},
+        }
+    }
     hosts = [{"hostname": "n1", "access_switch": "t-1"}]
     assert policy.slurm_switch_records(plan, hosts) == [
         {"name": "t_1", "nodes": ["n1"], "switches": []},
@@ -82,8 +88,13 @@ def test_gres_records_give_gpus_device_files_and_count_other_accelerators(lab_ex
     records = {r["node"]: r for r in policy.slurm_gres_records(compute_hosts(lab_expanded))}
     assert records["gpu01"]["file"] == "/dev/nvidia[0-1]"
     assert records["gpu01"]["type"] == "h100"
-    assert records["infer01"] == {"node": "infer01", "name": "tpu", "type": None,
-                                  "count": 4, "file": None}
+    assert records["infer01"] == {
+        "node": "infer01",
+        "name": "tpu",
+        "type": None,
+        "count": 4,
+        "file": None,
+    }
     assert "cpu01" not in records
     assert policy.slurm_gres_types(compute_hosts(lab_expanded)) == ["gpu", "tpu"]
 
@@ -93,7 +104,8 @@ def test_submit_policy_routes_devices_to_classes_and_datasets_to_partitions(lab_
     assert submit["default_class"] == "general"
     assert submit["gres_classes"] == {"gpu": "training", "tpu": "inference"}
     assert submit["datasets"] == {
-        "imagenet": {"feature": "dataset_imagenet", "partitions": ["training"]}}
+        "imagenet": {"feature": "dataset_imagenet", "partitions": ["training"]}
+    }
     assert submit["classes"]["inference"] == {"partition": "inference", "needs": "accelerator"}
 
 

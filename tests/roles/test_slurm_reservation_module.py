@@ -9,14 +9,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "slurm" /
 
 import slurm_reservation as module
 
-SHOW = ("ReservationName=maintenance StartTime=2027-01-05T02:00:00 EndTime=2027-01-05T04:00:00 "
-        "Duration=02:00:00 Nodes=gpu[01-02] NodeCnt=2 CoreCnt=4 Features=(null) "
-        "PartitionName=(null) Flags=MAINT,SPEC_NODES TRES=cpu=4 Users=root Groups=(null) "
-        "Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a "
-        "MaxStartDelay=(null)")
+SHOW = (
+    "ReservationName=maintenance StartTime=2027-01-05T02:00:00 EndTime=2027-01-05T04:00:00 "
+    "Duration=02:00:00 Nodes=gpu[01-02] NodeCnt=2 CoreCnt=4 Features=(null) "
+    "PartitionName=(null) Flags=MAINT,SPEC_NODES TRES=cpu=4 Users=root Groups=(null) "
+    "Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a "
+    "MaxStartDelay=(null)"
+)
 
-PLAN = {"start": "2027-01-05T02:00:00", "duration_minutes": 120, "nodes": ["gpu01", "gpu02"],
-        "flags": ["maint"], "users": ["root"]}
+PLAN = {
+    "start": "2027-01-05T02:00:00",
+    "duration_minutes": 120,
+    "nodes": ["gpu01", "gpu02"],
+    "flags": ["maint"],
+    "users": ["root"],
+}
 
 
 def test_parse_show_reads_key_values():

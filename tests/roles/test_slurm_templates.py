@@ -22,17 +22,23 @@ def test_slurm_conf_names_the_controller_and_the_plugins(slurm_conf, lab_expande
     body = lines(slurm_conf)
     assert f"SlurmctldHost=head01({head})" in body
     assert "ClusterName=lab" in body
-    for setting in ("ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity",
-                    "TopologyPlugin=topology/tree", "JobSubmitPlugins=lua",
-                    "GresTypes=gpu,tpu", "SelectType=select/cons_tres",
-                    "AccountingStorageType=accounting_storage/none"):
+    for setting in (
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/cgroup,task/affinity",
+        "TopologyPlugin=topology/tree",
+        "JobSubmitPlugins=lua",
+        "GresTypes=gpu,tpu",
+        "SelectType=select/cons_tres",
+        "AccountingStorageType=accounting_storage/none",
+    ):
         assert setting in body
 
 
 def test_slurm_conf_has_a_node_line_per_compute_node(slurm_conf, lab_expanded):
     nodes = [ln for ln in lines(slurm_conf) if ln.startswith("NodeName=")]
-    assert [ln.split()[0] for ln in nodes] == [f"NodeName={n}" for n in
-                                               lab_expanded["groups"]["slurm_compute"]]
+    assert [ln.split()[0] for ln in nodes] == [
+        f"NodeName={n}" for n in lab_expanded["groups"]["slurm_compute"]
+    ]
     gpu01 = next(ln for ln in nodes if ln.startswith("NodeName=gpu01 "))
     assert "Gres=gpu:h100:2" in gpu01
     assert "Features=pool_gpu,h100,rack_r1,dataset_imagenet" in gpu01
@@ -40,8 +46,9 @@ def test_slurm_conf_has_a_node_line_per_compute_node(slurm_conf, lab_expanded):
 
 
 def test_slurm_conf_partitions_one_per_class_plus_hidden_admin(slurm_conf):
-    parts = {m.group(1): ln for ln in lines(slurm_conf)
-             if (m := re.match(r"PartitionName=(\S+)", ln))}
+    parts = {
+        m.group(1): ln for ln in lines(slurm_conf) if (m := re.match(r"PartitionName=(\S+)", ln))
+    }
     assert set(parts) == {"training", "inference", "general", "all"}
     assert "Nodes=gpu01,gpu02" in parts["training"]
     assert "Default=YES" in parts["general"]
@@ -84,8 +91,9 @@ def test_cgroup_conf_constrains_cores_devices_and_memory(lab_expanded):
     text = render("slurm", "cgroup.conf.j2", lab_expanded, "gpu01")
     wanted = {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"}
     assert wanted <= set(lines(text))
-    text = render("slurm", "cgroup.conf.j2", lab_expanded, "gpu01",
-                  {"slurm_cgroup_constrain_ram": False})
+    text = render(
+        "slurm", "cgroup.conf.j2", lab_expanded, "gpu01", {"slurm_cgroup_constrain_ram": False}
+    )
     assert "ConstrainRAMSpace=no" in lines(text)
 
 
@@ -96,8 +104,13 @@ def test_every_node_renders_the_same_shared_files(lab_expanded):
 
 
 def test_slurmdbd_conf_takes_the_generated_password(lab_expanded):
-    text = render("slurm", "slurmdbd.conf.j2", lab_expanded, "head01",
-                  {"slurm_dbd_pass": {"content": "czNjcjN0Cg=="}})
+    text = render(
+        "slurm",
+        "slurmdbd.conf.j2",
+        lab_expanded,
+        "head01",
+        {"slurm_dbd_pass": {"content": "czNjcjN0Cg=="}},
+    )
     assert "StoragePass=s3cr3t" in lines(text)
     assert "AuthType=auth/munge" in lines(text)
 
@@ -106,5 +119,7 @@ def test_two_controllers_make_an_ha_pair(lab_expanded):
     lab_expanded["groups"]["slurm_controller"] = ["head01", "stor01"]
     body = lines(render("slurm", "slurm.conf.j2", lab_expanded, "gpu01"))
     hosts = [ln for ln in body if ln.startswith("SlurmctldHost=")]
-    assert hosts == [f"SlurmctldHost=head01({lab_expanded['hosts']['head01']['address']})",
-                     f"SlurmctldHost=stor01({lab_expanded['hosts']['stor01']['address']})"]
+    assert hosts == [
+        f"SlurmctldHost=head01({lab_expanded['hosts']['head01']['address']})",
+        f"SlurmctldHost=stor01({lab_expanded['hosts']['stor01']['address']})",
+    ]

@@ -10,12 +10,17 @@ from cluster_plan.allocate import allocate_addresses, lock_differences
 from cluster_plan.nodes import iter_nodes
 
 
-def make_plan(groups: dict[str, dict[str, Any]], cidr: str = "10.0.0.0/24",
-              **net: Any) -> dict[str, Any]:
+def make_plan(
+    groups: dict[str, dict[str, Any]], cidr: str = "10.0.0.0/24", **net: Any
+) -> dict[str, Any]:
     plan_groups = {}
     for name, spec in groups.items():
-        plan_groups[name] = {"hostname": f"{name}{{n:02d}}", "hardware": "cpu", "rack": "r1",
-                             **spec}
+        plan_groups[name] = {
+            "hostname": f"{name}{{n:02d}}",
+            "hardware": "cpu",
+            "rack": "r1",
+            **spec,
+        }
     return {"networks": {"mgmt": {"cidr": cidr, **net}}, "node_groups": plan_groups}
 
 
@@ -33,8 +38,9 @@ def ip(text):
 
 
 def test_fresh_allocation_skips_network_gateway_dns_and_reserved():
-    plan = make_plan({"a": {"count": 3}}, gateway="10.0.0.1", dns=["10.0.0.3"],
-                     reserved=["10.0.0.4-10.0.0.5"])
+    plan = make_plan(
+        {"a": {"count": 3}}, gateway="10.0.0.1", dns=["10.0.0.3"], reserved=["10.0.0.4-10.0.0.5"]
+    )
     lock, findings = allocate(plan)
     assert findings == []
     # .0 is the network address, .1 the gateway, .3 DNS, .4-.5 reserved
@@ -70,14 +76,22 @@ def test_survivors_keep_addresses_when_a_group_is_inserted_first_or_groups_reord
 def test_removed_host_address_is_released_and_not_reused():
     lock, _ = allocate(make_plan({"a": {"count": 3}}))
     freed = hosts(lock)["a02"]
-    lock2, _ = allocate(make_plan({"a": {"count": 1}, "z": {"start": 3, "count": 1,
-                                                             "hostname": "a{n:02d}"}}), lock)
+    lock2, _ = allocate(
+        make_plan({"a": {"count": 1}, "z": {"start": 3, "count": 1, "hostname": "a{n:02d}"}}), lock
+    )
     assert "a02" not in hosts(lock2)
     assert lock2["networks"]["mgmt"]["released"] == {freed: "a02"}
     # a new host does not get the freed address, now or later
-    lock3, _ = allocate(make_plan({"a": {"count": 1}, "z": {"start": 3, "count": 1,
-                                                             "hostname": "a{n:02d}"},
-                                   "b": {"count": 2}}), lock2)
+    lock3, _ = allocate(
+        make_plan(
+            {
+                "a": {"count": 1},
+                "z": {"start": 3, "count": 1, "hostname": "a{n:02d}"},
+                "b": {"count": 2},
+            }
+        ),
+        lock2,
+    )
     assert freed not in hosts(lock3).values()
     assert lock3["networks"]["mgmt"]["released"] == {freed: "a02"}
     assert hosts(lock3)["a01"] == hosts(lock)["a01"]
@@ -105,8 +119,9 @@ def test_pin_may_take_back_a_freed_address():
     freed = hosts(lock)["a02"]
     lock2, _ = allocate(make_plan({"a": {"count": 1}}), lock)
     assert freed in lock2["networks"]["mgmt"]["released"]
-    plan = make_plan({"a": {"count": 1}, "b": {"count": 1, "nodes": {
-        "b01": {"address": {"mgmt": freed}}}}})
+    plan = make_plan(
+        {"a": {"count": 1}, "b": {"count": 1, "nodes": {"b01": {"address": {"mgmt": freed}}}}}
+    )
     lock3, findings = allocate(plan, lock2)
     assert findings == []
     assert hosts(lock3)["b01"] == freed
@@ -114,8 +129,12 @@ def test_pin_may_take_back_a_freed_address():
 
 
 def _pinned(address: str) -> dict[str, Any]:
-    return make_plan({"a": {"count": 2, "nodes": {"a01": {"address": {"mgmt": address}}}}},
-                     cidr="10.0.0.0/24", gateway="10.0.0.254", reserved=["10.0.0.100/30"])
+    return make_plan(
+        {"a": {"count": 2, "nodes": {"a01": {"address": {"mgmt": address}}}}},
+        cidr="10.0.0.0/24",
+        gateway="10.0.0.254",
+        reserved=["10.0.0.100/30"],
+    )
 
 
 PIN_PATH = "$.node_groups.a.nodes.a01.address.mgmt"
@@ -142,16 +161,24 @@ def test_pin_on_an_address_a_survivor_holds_is_refused_and_the_survivor_keeps_it
 def test_a_host_moved_by_a_pin_frees_its_old_address_for_nobody_else():
     lock, _ = allocate(make_plan({"a": {"count": 2}}))
     old = hosts(lock)["a01"]
-    plan = make_plan({"a": {"count": 2, "nodes": {"a01": {"address": {"mgmt": "10.0.0.50"}}}},
-                      "b": {"count": 1}})
+    plan = make_plan(
+        {"a": {"count": 2, "nodes": {"a01": {"address": {"mgmt": "10.0.0.50"}}}}, "b": {"count": 1}}
+    )
     lock2, findings = allocate(plan, lock)
     assert findings == []
     assert hosts(lock2)["a01"] == "10.0.0.50"
     assert hosts(lock2)["a02"] == hosts(lock)["a02"]
     # the old address may still be configured on a01 until it is re-provisioned
     assert hosts(lock2)["b01"] != old
-    lock3, _ = allocate(make_plan({"a": {"count": 2, "nodes": {
-        "a01": {"address": {"mgmt": "10.0.0.50"}}}}, "b": {"count": 2}}), lock2)
+    lock3, _ = allocate(
+        make_plan(
+            {
+                "a": {"count": 2, "nodes": {"a01": {"address": {"mgmt": "10.0.0.50"}}}},
+                "b": {"count": 2},
+            }
+        ),
+        lock2,
+    )
     assert old not in hosts(lock3).values()
 
 
@@ -202,7 +229,11 @@ def test_lock_differences_name_what_is_stale():
     words = " ".join(lock_differences(lock, fresh))
     assert "b01" in words
     assert "a03" in words
-    moved = {**lock, "networks": {"mgmt": {**lock["networks"]["mgmt"], "hosts": {
-        **hosts(lock), "a01": "10.0.0.99"}}}}
+    moved = {
+        **lock,
+        "networks": {
+            "mgmt": {**lock["networks"]["mgmt"], "hosts": {**hosts(lock), "a01": "10.0.0.99"}}
+        },
+    }
     assert "a01" in " ".join(lock_differences(moved, lock))
     assert lock_differences({"networks": {}}, lock) == ["network mgmt is not in the lock"]

@@ -30,8 +30,12 @@ def usable(net: str) -> list[str]:
 def build_plan(groups: list[dict[str, Any]]) -> dict[str, Any]:
     node_groups = {}
     for group in groups:
-        spec: dict[str, Any] = {"count": group["count"], "hostname": group["name"] + "n{n}",
-                                "hardware": "cpu", "rack": "r1"}
+        spec: dict[str, Any] = {
+            "count": group["count"],
+            "hostname": group["name"] + "n{n}",
+            "hardware": "cpu",
+            "rack": "r1",
+        }
         if group["mgmt_only"]:
             spec["networks"] = ["mgmt"]
         if group["pins"]:
@@ -48,8 +52,13 @@ class Model:
         self.addresses: dict[str, dict[str, str]] = {net: {} for net in NETWORKS}
         self.freed: dict[str, set[str]] = {net: set() for net in NETWORKS}
 
-    def check(self, plan: dict[str, Any], lock: dict[str, Any], reclaim: bool,
-              repinned: set[tuple[str, str]]) -> None:
+    def check(
+        self,
+        plan: dict[str, Any],
+        lock: dict[str, Any],
+        reclaim: bool,
+        repinned: set[tuple[str, str]],
+    ) -> None:
         nodes = list(iter_nodes(plan))
         for net in NETWORKS:
             network = ipaddress.ip_network(NETWORKS[net]["cidr"])
@@ -96,9 +105,12 @@ def test_edits_never_renumber_survivors_or_duplicate(data, steps):
             free_names = [n for n in NAMES if n not in {g["name"] for g in draft}]
             if not free_names:
                 continue
-            group = {"name": data.draw(st.sampled_from(free_names)),
-                     "count": data.draw(st.integers(0, 6)),
-                     "mgmt_only": data.draw(st.booleans()), "pins": {}}
+            group = {
+                "name": data.draw(st.sampled_from(free_names)),
+                "count": data.draw(st.integers(0, 6)),
+                "mgmt_only": data.draw(st.booleans()),
+                "pins": {},
+            }
             draft.insert(data.draw(st.integers(0, len(draft))), group)
         elif kind == "remove":
             draft.pop(data.draw(st.integers(0, len(draft) - 1)))
@@ -107,8 +119,9 @@ def test_edits_never_renumber_survivors_or_duplicate(data, steps):
         elif kind == "count":
             group = data.draw(st.sampled_from(draft))
             group["count"] = data.draw(st.integers(0, 8))
-            group["pins"] = {h: p for h, p in group["pins"].items()
-                             if int(h.rsplit("n", 1)[1]) <= group["count"]}
+            group["pins"] = {
+                h: p for h, p in group["pins"].items() if int(h.rsplit("n", 1)[1]) <= group["count"]
+            }
         elif kind in ("pin", "unpin"):
             group = data.draw(st.sampled_from(draft))
             if not group["count"]:
@@ -128,8 +141,9 @@ def test_edits_never_renumber_survivors_or_duplicate(data, steps):
                 repinned.add((host, net))
         plan = build_plan(draft)
         reclaim = data.draw(st.booleans())
-        lock, findings = allocate_addresses(plan, list(iter_nodes(plan)), model.lock,
-                                            reclaim=reclaim)
+        lock, findings = allocate_addresses(
+            plan, list(iter_nodes(plan)), model.lock, reclaim=reclaim
+        )
         if findings:
             # a full network, or a pin on an address another new host of this step wanted:
             # the lock is not written, the edit is undone

@@ -53,8 +53,16 @@ def expected_hosts(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
 def test_hosts_in_plan_order_with_their_racks(plan, expanded):
     hosts = expected_hosts(plan)
     assert list(expanded["hosts"]) == [h for h, _, _ in hosts]
-    assert [h for h, _, _ in hosts] == ["head01", "gpu01", "gpu02", "infer01", "cpu01",
-                                       "stor01", "stor02", "stor03"]
+    assert [h for h, _, _ in hosts] == [
+        "head01",
+        "gpu01",
+        "gpu02",
+        "infer01",
+        "cpu01",
+        "stor01",
+        "stor02",
+        "stor03",
+    ]
     for name, group, rack in hosts:
         host = expanded["hosts"][name]
         assert (host["hostname"], host["node_group"], host["rack"]) == (name, group, rack)
@@ -65,8 +73,9 @@ def test_hosts_in_plan_order_with_their_racks(plan, expanded):
 
 
 def test_switch_path_of_each_host(plan, expanded):
-    access_of_rack = {rack: name for name, sw in plan["topology"]["access"].items()
-                      for rack in sw["racks"]}
+    access_of_rack = {
+        rack: name for name, sw in plan["topology"]["access"].items() for rack in sw["racks"]
+    }
     for name, host in expanded["hosts"].items():
         access = access_of_rack[host["rack"]]
         switch = plan["topology"]["access"][access]
@@ -84,10 +93,15 @@ def test_addresses_come_from_the_lock_and_fit_their_networks(plan, lock, expande
             network = ipaddress.ip_network(spec["cidr"])
             address = ipaddress.ip_address(iface["address"])
             assert iface["address"] == lock["networks"][net]["hosts"][name]
-            assert address in network and address not in (network.network_address,
-                                                          network.broadcast_address)
+            assert address in network and address not in (
+                network.network_address,
+                network.broadcast_address,
+            )
             assert (iface["cidr"], iface["prefixlen"], iface["netmask"]) == (
-                spec["cidr"], network.prefixlen, str(network.netmask))
+                spec["cidr"],
+                network.prefixlen,
+                str(network.netmask),
+            )
             assert iface["mtu"] == spec.get("mtu", 1500)
             assert iface["gateway"] == spec.get("gateway")
             assert iface["device"] == net  # no NICs in the lab profiles: device named as net
@@ -106,19 +120,30 @@ def test_hardware_accelerators_roles_pools(plan, expanded):
         group = plan["node_groups"][host["node_group"]]
         profile = plan["hardware"][group["hardware"]]
         assert host["hardware_profile"] == group["hardware"]
-        assert (host["cpu_cores"], host["memory_gb"]) == (profile["cpu_cores"],
-                                                          profile["memory_gb"])
+        assert (host["cpu_cores"], host["memory_gb"]) == (
+            profile["cpu_cores"],
+            profile["memory_gb"],
+        )
         assert host["disks"] == profile["disks"]
         assert host["roles"] == group["roles"]
         assert host["pool"] == group.get("pool")
     gpu = expanded["hosts"]["gpu01"]["accelerators"]
     assert (gpu["model"], gpu["count"], gpu["vendor"], gpu["kind"], gpu["gres_type"]) == (
-        "H100-PCIE-80GB", 2, "nvidia", "gpu", "h100")
+        "H100-PCIE-80GB",
+        2,
+        "nvidia",
+        "gpu",
+        "h100",
+    )
     assert gpu["catalog"]["memory_gb"] == 80
     assert gpu["catalog"]["architecture"] == "hopper"
     tpu = expanded["hosts"]["infer01"]["accelerators"]
     assert (tpu["model"], tpu["count"], tpu["vendor"], tpu["kind"]) == (
-        "tpu", 4, "generic", "accelerator")
+        "tpu",
+        4,
+        "generic",
+        "accelerator",
+    )
     for name in ("head01", "cpu01", "stor01"):
         assert expanded["hosts"][name]["accelerators"] is None
     assert [d["name"] for d in expanded["hosts"]["gpu02"]["disks"]] == ["os", "scratch"]
@@ -196,11 +221,17 @@ def test_nics_group_networks_overrides_and_management_network():
         "  gpu-h100: {cpu_cores: 2, memory_gb: 8, accelerators: {model: H100-PCIE-80GB, count: 2}}",
         "  gpu-h100:\n    cpu_cores: 2\n    memory_gb: 8\n"
         "    accelerators: {model: H100-PCIE-80GB, count: 2}\n"
-        "    nics: [{name: eno1, networks: [mgmt]}, {name: ens1f0, networks: [compute]}]")
-    text = text.replace("pool: gpu}", "pool: gpu,\n        nodes: {gpu02: {rack: r1, disks: "
-                        "[{name: nvme9, size_gb: 800, type: nvme, use: scratch}]}}}")
-    text = text.replace("racks: [r2], roles: [slurm_compute], pool: cpu}",
-                        "racks: [r2], roles: [slurm_compute], pool: cpu, networks: [compute]}")
+        "    nics: [{name: eno1, networks: [mgmt]}, {name: ens1f0, networks: [compute]}]",
+    )
+    text = text.replace(
+        "pool: gpu}",
+        "pool: gpu,\n        nodes: {gpu02: {rack: r1, disks: "
+        "[{name: nvme9, size_gb: 800, type: nvme, use: scratch}]}}}",
+    )
+    text = text.replace(
+        "racks: [r2], roles: [slurm_compute], pool: cpu}",
+        "racks: [r2], roles: [slurm_compute], pool: cpu, networks: [compute]}",
+    )
     text = text.replace("os: debian-12}", "os: debian-12, management_network: compute}")
     result = validate_text(text, "plan.yml")
     assert result.ok, [f.render() for f in result.findings]

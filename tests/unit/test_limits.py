@@ -28,8 +28,10 @@ def test_absurd_count_is_refused_quickly(count):
 
 def test_many_groups_each_within_the_schema_limit_are_refused_quickly():
     # every group is under the per-group maximum; together they are far too many
-    groups = "".join(f"  g{i}: {{count: 100000, hostname: \"g{i}n{{n}}\", hardware: cpu, "
-                     f"racks: [r1]}}\n" for i in range(40))
+    groups = "".join(
+        f'  g{i}: {{count: 100000, hostname: "g{i}n{{n}}", hardware: cpu, racks: [r1]}}\n'
+        for i in range(40)
+    )
     text = LAB.read_text().replace("node_groups:\n", "node_groups:\n" + groups, 1)
     started = time.monotonic()
     result = validate_text(text, "big.yml")
@@ -42,8 +44,9 @@ def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
     from cluster_plan.allocate import allocate_addresses
     from cluster_plan.expand import expand
 
-    text = LAB.read_text().replace("    cidr: 10.41.0.0/24\n",
-                                   f"    cidr: 11.0.0.0/8\n    reserved: {reserved}\n", 1)
+    text = LAB.read_text().replace(
+        "    cidr: 10.41.0.0/24\n", f"    cidr: 11.0.0.0/8\n    reserved: {reserved}\n", 1
+    )
     started = time.monotonic()
     result = validate_text(text, "big.yml")
     assert result.ok, [f.render() for f in result.findings]
@@ -59,12 +62,17 @@ def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
 
 def test_many_node_groups_validate_in_linear_time():
     # 2,000 groups of 40: 80,000 nodes, under the node limit; one group per rack row, say
-    groups = "".join(f"  g{i}: {{count: 40, hostname: \"g{i}n{{n}}\", hardware: cpu, "
-                     f"racks: [r1, r2]}}\n" for i in range(2000))
-    text = (LAB.read_text().replace("node_groups:\n", "node_groups:\n" + groups, 1)
-            .replace("cidr: 10.40.0.0/24", "cidr: 10.0.0.0/10")
-            .replace("cidr: 10.41.0.0/24", "cidr: 10.64.0.0/10")
-            .replace("cidr: 10.42.0.0/24", "cidr: 10.128.0.0/10"))
+    groups = "".join(
+        f'  g{i}: {{count: 40, hostname: "g{i}n{{n}}", hardware: cpu, racks: [r1, r2]}}\n'
+        for i in range(2000)
+    )
+    text = (
+        LAB.read_text()
+        .replace("node_groups:\n", "node_groups:\n" + groups, 1)
+        .replace("cidr: 10.40.0.0/24", "cidr: 10.0.0.0/10")
+        .replace("cidr: 10.41.0.0/24", "cidr: 10.64.0.0/10")
+        .replace("cidr: 10.42.0.0/24", "cidr: 10.128.0.0/10")
+    )
     started = time.monotonic()
     result = validate_text(text, "big.yml")
     assert time.monotonic() - started < 6

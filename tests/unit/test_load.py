@@ -42,8 +42,7 @@ def test_positions_of_values_and_keys_are_one_based():
 
 def test_locate_falls_back_to_the_nearest_ancestor():
     doc = parse_plan_text(PLAN, "p.yml")
-    assert doc.locate(("node_groups", "gpu", "hostname")) == doc.positions[
-        ("node_groups", "gpu")]
+    assert doc.locate(("node_groups", "gpu", "hostname")) == doc.positions[("node_groups", "gpu")]
     assert doc.locate(("nothing", "here")) == doc.positions[()]
     assert doc.locate(("node_groups", "gpu"), key=True) == (8, 3)
 
@@ -52,23 +51,31 @@ def test_duplicate_top_level_key_is_a_finding_and_the_first_value_is_kept():
     doc = parse_plan_text("plugin: cluster_plan\nversion: 1\nversion: 2\n", "p.yml")
     (finding,) = doc.findings
     assert (finding.code, finding.json_path, finding.line, finding.column) == (
-        "duplicate-key", "$.version", 3, 1)
+        "duplicate-key",
+        "$.version",
+        3,
+        1,
+    )
     assert "line 2" in finding.message
     assert doc.data["version"] == 1
 
 
 def test_duplicate_nested_key_in_a_flow_mapping():
-    doc = parse_plan_text("networks:\n  mgmt: {cidr: 10.0.0.0/24, mtu: 1500, cidr: 10.1.0.0/24}\n",
-                          "p.yml")
+    doc = parse_plan_text(
+        "networks:\n  mgmt: {cidr: 10.0.0.0/24, mtu: 1500, cidr: 10.1.0.0/24}\n", "p.yml"
+    )
     (finding,) = doc.findings
     assert (finding.code, finding.json_path, finding.line, finding.column) == (
-        "duplicate-key", "$.networks.mgmt.cidr", 2, 40)
+        "duplicate-key",
+        "$.networks.mgmt.cidr",
+        2,
+        40,
+    )
 
 
 def test_duplicate_keys_are_all_reported():
     doc = parse_plan_text("a: 1\na: 2\nb: {x: 1, x: 2}\na: 3\n", "p.yml")
-    assert [(f.json_path, f.line) for f in doc.findings] == [
-        ("$.a", 2), ("$.b.x", 3), ("$.a", 4)]
+    assert [(f.json_path, f.line) for f in doc.findings] == [("$.a", 2), ("$.b.x", 3), ("$.a", 4)]
 
 
 def test_merge_keys_fill_in_without_overriding():
@@ -84,25 +91,33 @@ node_groups:
     assert doc.findings == []
     groups = doc.data["node_groups"]
     assert groups["a"] == {"hardware": "gpu", "count": 8, "roles": ["slurm_compute"]}
-    assert groups["b"] == {"hardware": "gpu", "count": 4, "roles": ["slurm_compute"],
-                           "pool": "big", "hostname": "b{n}"}
+    assert groups["b"] == {
+        "hardware": "gpu",
+        "count": 4,
+        "roles": ["slurm_compute"],
+        "pool": "big",
+        "hostname": "b{n}",
+    }
     # a merged key is not a duplicate, even when the mapping sets it too
     assert "duplicate-key" not in codes(doc)
 
 
-@pytest.mark.parametrize(("text", "code", "line"), [
-    ("", "empty-plan", None),
-    ("# only\n# comments\n", "empty-plan", None),
-    ("- a\n- b\n", "not-a-mapping", 1),
-    ("\n\n42\n", "not-a-mapping", 3),
-    ("a: [1, 2\nb: 3\n", "yaml-syntax", 2),
-    ("a: 1\n---\nb: 2\n", "multiple-documents", 3),
-    ("a: !!python/name:os.system x\n", "yaml-value", 1),
-    ("a: 1\nwhen: 2027-13-45\n", "yaml-value", 2),  # read as a date; month 13 cannot be
-    ("a: &x [*x]\n", "yaml-value", 1),  # an alias cycle
-    ("a: " + "[" * 500 + "]" * 500 + "\n", "yaml-value", 1),  # absurd nesting
-    ("? [a, b]\n: 1\n", "complex-key", 1),
-])
+@pytest.mark.parametrize(
+    ("text", "code", "line"),
+    [
+        ("", "empty-plan", None),
+        ("# only\n# comments\n", "empty-plan", None),
+        ("- a\n- b\n", "not-a-mapping", 1),
+        ("\n\n42\n", "not-a-mapping", 3),
+        ("a: [1, 2\nb: 3\n", "yaml-syntax", 2),
+        ("a: 1\n---\nb: 2\n", "multiple-documents", 3),
+        ("a: !!python/name:os.system x\n", "yaml-value", 1),
+        ("a: 1\nwhen: 2027-13-45\n", "yaml-value", 2),  # read as a date; month 13 cannot be
+        ("a: &x [*x]\n", "yaml-value", 1),  # an alias cycle
+        ("a: " + "[" * 500 + "]" * 500 + "\n", "yaml-value", 1),  # absurd nesting
+        ("? [a, b]\n: 1\n", "complex-key", 1),
+    ],
+)
 def test_bad_yaml_is_a_finding_not_an_exception(text, code, line):
     doc = parse_plan_text(text, "p.yml")
     assert codes(doc) == [code]
@@ -128,11 +143,14 @@ def test_modest_alias_reuse_is_fine():
     assert doc.data["g999"] == {"a": 1, "b": 2}
 
 
-@pytest.mark.parametrize(("raw", "code"), [
-    (b"plugin: cluster_plan\n\x00\x01\x02", "not-text"),
-    (b"plugin: cluster_plan\nname: \xff\xfe\n", "not-text"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not-text"),
-])
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"plugin: cluster_plan\n\x00\x01\x02", "not-text"),
+        (b"plugin: cluster_plan\nname: \xff\xfe\n", "not-text"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not-text"),
+    ],
+)
 def test_binary_junk(raw, code):
     doc = parse_plan_text(raw, "p.yml")
     assert codes(doc) == [code]

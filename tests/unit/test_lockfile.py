@@ -9,15 +9,20 @@ import pytest
 
 from cluster_plan.lockfile import lock_path_for, read_lock, render_lock, write_lock
 
-LOCK = {"version": 1, "networks": {"mgmt": {"cidr": "10.0.0.0/24",
-                                            "hosts": {"a01": "10.0.0.1"}, "released": {}}}}
+LOCK = {
+    "version": 1,
+    "networks": {"mgmt": {"cidr": "10.0.0.0/24", "hosts": {"a01": "10.0.0.1"}, "released": {}}},
+}
 
 
-@pytest.mark.parametrize(("plan", "lock"), [
-    ("inventory/lab/cluster.yml", "inventory/lab/cluster.lock.json"),
-    ("site.yaml", "site.lock.json"),
-    ("/abs/dir/my.plan.yml", "/abs/dir/my.plan.lock.json"),
-])
+@pytest.mark.parametrize(
+    ("plan", "lock"),
+    [
+        ("inventory/lab/cluster.yml", "inventory/lab/cluster.lock.json"),
+        ("site.yaml", "site.lock.json"),
+        ("/abs/dir/my.plan.yml", "/abs/dir/my.plan.lock.json"),
+    ],
+)
 def test_lock_path_for(plan, lock):
     assert lock_path_for(plan) == Path(lock)
 
@@ -41,20 +46,23 @@ def test_write_replaces_and_leaves_nothing_behind_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["p.lock.json"]
 
 
-@pytest.mark.parametrize(("content", "code"), [
-    (None, "lock-missing"),
-    (b"", "lock-unreadable"),
-    (b"{", "lock-unreadable"),
-    (b"[1, 2]", "lock-unreadable"),
-    (b'{"networks": {"mgmt": {"hosts": "a01"}}}', "lock-unreadable"),
-    (b"\xff\xfe", "lock-unreadable"),
-    # wrong types inside: refused whole, so `lock` never rewrites it and renumbers hosts
-    (b'{"networks": {"mgmt": {"hosts": {}, "released": []}}}', "lock-unreadable"),
-    (b'{"networks": {"mgmt": {"hosts": {}, "released": "x"}}}', "lock-unreadable"),
-    (b'{"networks": {"mgmt": {"hosts": {"a01": 5}}}}', "lock-unreadable"),
-    (b'{"networks": {"mgmt": {"hosts": {"a01": null}}}}', "lock-unreadable"),
-    (b'{"networks": {"mgmt": {"cidr": 24, "hosts": {}}}}', "lock-unreadable"),
-])
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (None, "lock-missing"),
+        (b"", "lock-unreadable"),
+        (b"{", "lock-unreadable"),
+        (b"[1, 2]", "lock-unreadable"),
+        (b'{"networks": {"mgmt": {"hosts": "a01"}}}', "lock-unreadable"),
+        (b"\xff\xfe", "lock-unreadable"),
+        # wrong types inside: refused whole, so `lock` never rewrites it and renumbers hosts
+        (b'{"networks": {"mgmt": {"hosts": {}, "released": []}}}', "lock-unreadable"),
+        (b'{"networks": {"mgmt": {"hosts": {}, "released": "x"}}}', "lock-unreadable"),
+        (b'{"networks": {"mgmt": {"hosts": {"a01": 5}}}}', "lock-unreadable"),
+        (b'{"networks": {"mgmt": {"hosts": {"a01": null}}}}', "lock-unreadable"),
+        (b'{"networks": {"mgmt": {"cidr": 24, "hosts": {}}}}', "lock-unreadable"),
+    ],
+)
 def test_read_problems(tmp_path, content, code):
     path = tmp_path / "p.lock.json"
     if content is not None:

@@ -19,8 +19,19 @@ BASE = Path(__file__).resolve().parents[1] / "plans" / "base.yml"
 PLAN = yaml.safe_load(BASE.read_text())
 DELETE = object()
 # what the schema says; semantic checks on a plan that breaks the schema may point loosely
-SCHEMA_CODES = {"type", "enum", "unknown-key", "missing-key", "range", "format", "name", "empty",
-                "duplicate-item", "value", "schema-schema"}
+SCHEMA_CODES = {
+    "type",
+    "enum",
+    "unknown-key",
+    "missing-key",
+    "range",
+    "format",
+    "name",
+    "empty",
+    "duplicate-item",
+    "value",
+    "schema-schema",
+}
 JUNK = [DELETE, None, "", -1, "x", [], {"a": 1}, ["r1"]]
 
 

@@ -13,15 +13,26 @@ except ImportError:  # run from a checkout where the package is not installed
     from cluster_plan.gpu_health import judge_node
 
 
-def gpu_health_judge(facts: dict[str, Any], node: str, accelerators: Any = None,
-                     thresholds: Any = None, expected_driver_branch: Any = None,
-                     absent_gpus: str = "fail") -> dict[str, Any]:
+def gpu_health_judge(
+    facts: dict[str, Any],
+    node: str,
+    accelerators: Any = None,
+    thresholds: Any = None,
+    expected_driver_branch: Any = None,
+    absent_gpus: str = "fail",
+) -> dict[str, Any]:
     """nvml_facts output + the plan -> {node, gpus, findings, verdict}."""
     branch = None if expected_driver_branch in (None, "", "None") else int(expected_driver_branch)
     if absent_gpus not in ("fail", "skip"):
         raise ValueError(f"absent_gpus must be fail or skip, not {absent_gpus!r}")
-    return judge_node(str(node), facts, accelerators or None, thresholds or None, branch,
-                      "skip" if absent_gpus == "skip" else "fail")
+    return judge_node(
+        str(node),
+        facts,
+        accelerators or None,
+        thresholds or None,
+        branch,
+        "skip" if absent_gpus == "skip" else "fail",
+    )
 
 
 class FilterModule:

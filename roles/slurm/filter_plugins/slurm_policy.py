@@ -76,8 +76,10 @@ def slurm_node_records(hosts: list[Host], memory_fraction: float = 0.95) -> list
         gres = None
         if accelerators and accelerators.get("count"):
             name, gtype = gres_name(accelerators)
-            gres = f"{name}:{gtype}:{accelerators['count']}" if gtype else (
-                f"{name}:{accelerators['count']}"
+            gres = (
+                f"{name}:{gtype}:{accelerators['count']}"
+                if gtype
+                else (f"{name}:{accelerators['count']}")
             )
         records.append(
             {
@@ -108,8 +110,13 @@ def slurm_gres_records(hosts: list[Host]) -> list[dict[str, Any]]:
             continue
         count = int(accelerators["count"])
         name, gtype = gres_name(accelerators)
-        record: dict[str, Any] = {"node": host["hostname"], "name": name, "type": gtype,
-                                  "count": count, "file": None}
+        record: dict[str, Any] = {
+            "node": host["hostname"],
+            "name": name,
+            "type": gtype,
+            "count": count,
+            "file": None,
+        }
         if name == "gpu":
             record["file"] = "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
         records.append(record)
@@ -183,15 +190,21 @@ def slurm_switch_records(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]:
     aggregation = topology.get("aggregation") or {}
     live_aggregation = []
     for name in aggregation:
-        children = [_name(a) for a, spec in access.items()
-                    if spec.get("uplink") == name and _name(a) in live_access]
+        children = [
+            _name(a)
+            for a, spec in access.items()
+            if spec.get("uplink") == name and _name(a) in live_access
+        ]
         if children:
             records.append({"name": _name(name), "nodes": [], "switches": children})
             live_aggregation.append(name)
 
     for name in topology.get("core") or {}:
-        children = [_name(a) for a in live_aggregation
-                    if (aggregation[a].get("uplinks") or [None])[0] == name]
+        children = [
+            _name(a)
+            for a in live_aggregation
+            if (aggregation[a].get("uplinks") or [None])[0] == name
+        ]
         if children:
             records.append({"name": _name(name), "nodes": [], "switches": children})
     return records
@@ -225,8 +238,9 @@ def slurm_submit_policy(plan: Plan, hosts: list[Host]) -> dict[str, Any]:
         holders = {h["hostname"] for h in hosts if dataset in (h.get("datasets") or [])}
         datasets[str(dataset)] = {
             "feature": dataset_feature(dataset),
-            "partitions": sorted(p for p, rec in partitions.items()
-                                 if holders.intersection(rec["nodes"])),
+            "partitions": sorted(
+                p for p, rec in partitions.items() if holders.intersection(rec["nodes"])
+            ),
         }
     default = _default_class({k: v for k, v in classes.items() if str(k) in policy_classes})
     return {

@@ -73,7 +73,8 @@ def differences(current: dict[str, str], wanted: dict[str, str]) -> dict[str, st
     if not set(filter(None, wanted["Flags"].split(","))) <= have_flags:
         diff["Flags"] = wanted["Flags"]
     if sorted(filter(None, current.get("Users", "").split(","))) != sorted(
-            filter(None, wanted["Users"].split(","))):
+        filter(None, wanted["Users"].split(","))
+    ):
         diff["Users"] = wanted["Users"]
     return diff
 
@@ -119,13 +120,28 @@ def main() -> None:
     wanted = wanted_fields(params)
     if not exists:
         if not module.check_mode:
-            _run(module, [scontrol, "create", "reservation", f"ReservationName={params['name']}",
-                          *(f"{k}={v}" for k, v in wanted.items() if v)])
+            _run(
+                module,
+                [
+                    scontrol,
+                    "create",
+                    "reservation",
+                    f"ReservationName={params['name']}",
+                    *(f"{k}={v}" for k, v in wanted.items() if v),
+                ],
+            )
         module.exit_json(changed=True, action="create", fields=wanted)
     diff = differences(parse_show(out), wanted)
     if diff and not module.check_mode:
-        _run(module, [scontrol, "update", f"ReservationName={params['name']}",
-                      *(f"{k}={v}" for k, v in diff.items() if v)])
+        _run(
+            module,
+            [
+                scontrol,
+                "update",
+                f"ReservationName={params['name']}",
+                *(f"{k}={v}" for k, v in diff.items() if v),
+            ],
+        )
     module.exit_json(changed=bool(diff), action="update" if diff else "none", fields=diff)
 
 

@@ -1,0 +1,153 @@
+"""Networks: addresses that parse and sit inside their network, overlaps, capacity."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import netaddr
+
+from cluster_plan.checks.base import Plan
+from cluster_plan.findings import Finding
+from cluster_plan.networks import AddressError, network_space, parse_address, parse_network
+from cluster_plan.nodes import Node
+
+
+def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    parsed: dict[str, netaddr.IPNetwork] = {}
+    for name, spec in plan["networks"].items():
+        path = ("networks", name)
+        try:
+            net = parse_network(spec["cidr"])
+        except AddressError as exc:
+            yield Finding("network-address", str(exc), (*path, "cidr"))
+            continue
+        parsed[name] = net
+        yield from _site_addresses(spec, net, name)
+        yield from _reserved(spec, net, name)
+    yield from _kubernetes_cidrs(plan, parsed)
+    yield from _overlaps(parsed)
+    gateways = [n for n, s in plan["networks"].items() if s.get("gateway")]
+    if len(gateways) > 1:
+        yield Finding(
+            "multiple-gateways",
+            f"networks {', '.join(gateways)} all have a gateway; hosts get one default route",
+            ("networks", gateways[1], "gateway"),
+            severity="warning",
+            hint="keep the gateway on one network",
+        )
+
+
+def _site_addresses(spec: dict[str, Any], net: Any, name: str) -> Iterator[Finding]:
+    path = ("networks", name)
+    if "gateway" in spec:
+        yield from _inside(spec["gateway"], net, name, (*path, "gateway"), "gateway")
+    for key in ("dns", "ntp"):
+        for i, value in enumerate(spec.get(key, []) or []):
+            if key == "ntp" and not re.match(r"^[0-9.]+$", value):
+                continue  # a host name
+            yield from _inside(
+                value, net, name, (*path, key, i), key.upper() + " server", outside_ok=True
+            )
+
+
+def _reserved(spec: dict[str, Any], net: Any, name: str) -> Iterator[Finding]:
+    reserved = spec.get("reserved", [])
+    if not isinstance(reserved, list):
+        return
+    for i, entry in enumerate(reserved):
+        path = ("networks", name, "reserved", i)
+        try:
+            space = network_space(name, {"cidr": spec["cidr"], "reserved": [entry]})
+        except AddressError as exc:
+            yield Finding("network-address", str(exc), path)
+            continue
+        if not space.reserved or len(space.reserved) < _entry_size(entry):
+            yield Finding(
+                "reserved-outside", f"reserved {entry!r} is not (wholly) inside {net}", path
+            )
+
+
+def _kubernetes_cidrs(plan: Plan, parsed: dict[str, Any]) -> Iterator[Finding]:
+    k8s = (plan.get("scheduler") or {}).get("kubernetes") or {}
+    for key in ("pod_cidr", "service_cidr"):
+        if key in k8s:
+            try:
+                parsed[f"scheduler.kubernetes.{key}"] = parse_network(k8s[key])
+            except AddressError as exc:
+                yield Finding("network-address", str(exc), ("scheduler", "kubernetes", key))
+
+
+def _overlaps(parsed: dict[str, Any]) -> Iterator[Finding]:
+    names = list(parsed)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if parsed[a].first <= parsed[b].last and parsed[b].first <= parsed[a].last:
+                at: tuple[str, ...] = (
+                    ("networks", b, "cidr")
+                    if not b.startswith("scheduler.")
+                    else ("scheduler", "kubernetes", b.rsplit(".", 1)[1])
+                )
+                yield Finding(
+                    "network-overlap", f"{b} ({parsed[b]}) overlaps {a} ({parsed[a]})", at
+                )
+
+
+def _entry_size(entry: str) -> int:
+    try:
+        space = network_space("x", {"cidr": "0.0.0.0/0", "reserved": [entry]})
+    except AddressError:
+        return 0
+    return len(space.reserved)
+
+
+def _inside(
+    value: str, net: Any, name: str, path: tuple[Any, ...], what: str, outside_ok: bool = False
+) -> Iterator[Finding]:
+    try:
+        address = parse_address(value)
+    except AddressError as exc:
+        yield Finding("network-address", str(exc), path)
+        return
+    if not net.first <= address <= net.last:
+        if not outside_ok:
+            yield Finding(
+                "address-outside", f"{what} {value} is not inside network {name} ({net})", path
+            )
+        else:
+            yield Finding(
+                "address-outside",
+                f"{what} {value} is not on network {name} ({net}); nodes need a route to it",
+                path,
+                severity="warning",
+            )
+    elif address in (net.first, net.last) and net.prefixlen < 31:
+        yield Finding(
+            "address-outside", f"{what} {value} is the network or broadcast address of {net}", path
+        )
+
+
+def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    for name, spec in plan["networks"].items():
+        try:
+            space = network_space(name, spec)
+        except AddressError:
+            continue  # reported by check_networks
+        hosts = sum(1 for node in nodes if name in node.networks)
+        reserved_inside = space.reserved.count_within(space.first_host, space.last_host)
+        free = space.usable - reserved_inside
+        if hosts > free:
+            yield Finding(
+                "network-capacity",
+                f"network {name} ({space.network}) has {free} free addresses for {hosts} hosts",
+                ("networks", name, "cidr"),
+                hint="use a larger prefix, or fewer reserved addresses",
+            )
+        elif hosts > 0.9 * free and free > 10:
+            yield Finding(
+                "network-nearly-full",
+                f"network {name} would be {hosts}/{free} full; there is little room to grow",
+                ("networks", name, "cidr"),
+                severity="warning",
+            )
