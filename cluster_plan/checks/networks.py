@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import netaddr
 
@@ -28,6 +29,7 @@ def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         yield from _reserved(spec, net, name)
     yield from _kubernetes_cidrs(plan, parsed)
     yield from _overlaps(parsed)
+    yield from _vlans(plan["networks"])
     gateways = [n for n, s in plan["networks"].items() if s.get("gateway")]
     if len(gateways) > 1:
         yield Finding(
@@ -67,6 +69,25 @@ def _reserved(spec: dict[str, Any], net: Any, name: str) -> Iterator[Finding]:
             yield Finding(
                 "reserved-outside", f"reserved {entry!r} is not (wholly) inside {net}", path
             )
+
+
+def _vlans(networks: dict[str, Any]) -> Iterator[Finding]:
+    first: dict[int, str] = {}
+    for name, spec in networks.items():
+        vlan = spec.get("vlan")
+        if vlan is None:
+            continue
+        if vlan in first:
+            yield Finding(
+                "duplicate-vlan",
+                f"networks {first[vlan]} and {name} are both on VLAN {vlan}: one layer-2 "
+                "segment for two networks",
+                ("networks", name, "vlan"),
+                severity="warning",
+                hint="give each network its own vlan; suppress with a reason if two subnets "
+                "really share one segment",
+            )
+        first.setdefault(vlan, name)
 
 
 def _kubernetes_cidrs(plan: Plan, parsed: dict[str, Any]) -> Iterator[Finding]:
@@ -126,6 +147,31 @@ def _inside(
         yield Finding(
             "address-outside", f"{what} {value} is the network or broadcast address of {net}", path
         )
+
+
+def check_service_addresses(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    """The package proxy or mirror, given by address inside a plan network, must be kept out
+    of allocation (like the gateway, DNS and NTP, which are) or a host may be given it."""
+    packages = plan.get("packages") or {}
+    for key in ("proxy", "mirror"):
+        try:
+            host = urlsplit(str(packages.get(key, ""))).hostname
+            address = parse_address(host or "")
+        except (AddressError, ValueError):
+            continue  # a host name, no URL, or one the schema refuses
+        for name, spec in plan["networks"].items():
+            try:
+                space = network_space(name, spec)
+            except AddressError:
+                continue  # reported by check_networks
+            if space.contains(address) and address not in space.reserved:
+                yield Finding(
+                    "address-not-reserved",
+                    f"the package {key} {host} is inside network {name} ({space.network}) but "
+                    "not reserved: the allocator may give that address to a host",
+                    ("packages", key),
+                    hint=f"add {host} to networks.{name}.reserved",
+                )
 
 
 def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:

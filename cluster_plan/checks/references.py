@@ -23,6 +23,8 @@ def declared_racks(plan: Plan) -> set[str]:
 
 def check_references(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     racks = declared_racks(plan)
+    if not isinstance(plan["networks"], dict):
+        return  # the schema reports it; every network name would look unknown
     networks = list(plan["networks"])
     for name, group in plan["node_groups"].items():
         yield from _group_references(plan, name, group, racks, networks)
@@ -49,7 +51,8 @@ def _group_references(
 ) -> Iterator[Finding]:
     path = ("node_groups", name)
     hardware = plan["hardware"]
-    if group["hardware"] not in hardware:
+    # a missing value (`hardware:`) is a type error in the schema, not an unknown name
+    if isinstance(group["hardware"], str) and group["hardware"] not in hardware:
         yield missing("hardware profile", group["hardware"], list(hardware), (*path, "hardware"))
     if "rack" in group and "racks" in group:
         yield Finding("conflicting-keys", "give rack or racks, not both", (*path, "racks"))
