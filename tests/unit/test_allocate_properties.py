@@ -117,13 +117,24 @@ class Model:
 
 
 EDITS = st.sampled_from(
-    ["add", "remove", "reorder", "shrink", "grow", "pin", "add-rack", "drop-rack", "gateway",
-     "reserve"]
-)  # fmt: skip
+    [
+        "add",
+        "remove",
+        "reorder",
+        "shrink",
+        "grow",
+        "pin",
+        "add-rack",
+        "drop-rack",
+        "gateway",
+        "reserve",
+    ]
+)
 
 
-def _edit(data: Any, kind: str, draft: list[dict[str, Any]], networks: dict[str, Any],
-          model: Model) -> None:  # fmt: skip
+def _edit(
+    data: Any, kind: str, draft: list[dict[str, Any]], networks: dict[str, Any], model: Model
+) -> None:
     if kind == "add":
         free_names = [n for n in NAMES if n not in {g["name"] for g in draft}]
         if free_names:
@@ -136,7 +147,7 @@ def _edit(data: Any, kind: str, draft: list[dict[str, Any]], networks: dict[str,
                     "pins": {},
                     "racks": data.draw(
                         st.lists(st.sampled_from(RACKS), min_size=1, max_size=3, unique=True)
-                    ),  # fmt: skip
+                    ),
                 },
             )
         return
@@ -199,8 +210,12 @@ def test_edits_never_move_survivors_or_duplicate(data, steps):
             codes = {f.code for f in findings}
             # a full network, a pin another new host of this step wanted, or a move the plan
             # forces without --allow-moves: the lock is not written, the edit is undone
-            assert codes <= {"network-full", "pinned-address-taken", "pinned-address-reserved",
-                             *REFUSALS}  # fmt: skip
+            assert codes <= {
+                "network-full",
+                "pinned-address-taken",
+                "pinned-address-reserved",
+                *REFUSALS,
+            }
             assert not (codes & REFUSALS) or not allow_moves
             continue
         moved = {m.split(" ", 1)[0].rstrip(":") for m in [*moves, *rack_moves]}
