@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.acceptance.fping import probes_for_loss
+from cluster_plan.cli.policy import CommandError, Exit
 
 
-class SpecError(ValueError):
-    """The expanded plan lacks something acceptance needs; the message says what."""
+class SpecError(CommandError):
+    """The expanded plan lacks something acceptance needs (a failed check, exit 1), or the
+    command asked for something the plan does not have (a usage error); the message says
+    what."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def spec_from_expanded(
     hosts: Mapping[str, Any] = expanded.get("hosts") or {}
     unknown = sorted(set(nodes or ()) - set(hosts))
     if unknown:
-        raise SpecError(f"no such host in the plan: {', '.join(unknown)}")
+        raise SpecError(f"no such host in the plan: {', '.join(unknown)}", exit=Exit.USAGE)
     chosen = [name for name in hosts if nodes is None or name in nodes]
     plan_networks: Mapping[str, Any] = expanded.get("networks") or {}
     names = network_rules.get("networks") or list(plan_networks)[:1]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster_plan.cli.policy import CommandError
+
 RUN_ROOT = Path("/run/cluster-plan/lab")
 VAR_ROOT = Path("/var/lib/cluster-plan/lab")
 CACHE_ROOT = Path(os.environ.get("CLUSTER_PLAN_LAB_CACHE", "/var/cache/cluster-plan/lab"))
@@ -21,7 +23,7 @@ CGROUP_PARENT = "cluster-plan-lab"
 IFNAMSIZ = 15
 
 
-class LabError(Exception):
+class LabError(CommandError):
     """A lab operation failed in a way the user can act on; str() is the message."""
 
 

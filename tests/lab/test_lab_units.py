@@ -274,14 +274,14 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
 
 
 def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
-    from cluster_plan.lab.command import PlanUnreadable
+    from cluster_plan.cli.policy import Exit, UsageError
 
-    with pytest.raises(PlanUnreadable) as missing:
+    with pytest.raises(UsageError) as missing:
         load_plan(str(tmp_path / "nope.yml"))
-    assert missing.value.code == 2
+    assert missing.value.exit == Exit.USAGE
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(PlanUnreadable):
+    with pytest.raises(UsageError):
         load_plan(str(bad))
 
 
