@@ -445,3 +445,14 @@ def test_nfs_server():
 )
 def test_package_proxy_address(url, found):
     assert codes(BASE + f"packages: {{proxy: {url}}}\n") == found
+
+
+# -- acceptance thresholds --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("loss", "found"), [(0, []), (0.001, []), (-0.1, ["range"])])
+def test_a_loss_threshold_of_zero_is_a_plan_acceptance_can_run(loss, found):
+    # the acceptance side (a bounded probe count, no traceback) is in tests/acceptance
+    acceptance = "  network: {networks: [compute], min_gbps: 9}"
+    text = edit((acceptance, acceptance[:-1] + f", max_latency_ms: 0.5, max_loss_pct: {loss}}}"))
+    assert codes(text) == found
