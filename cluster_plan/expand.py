@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from cluster_plan.catalog import load_catalog
+from cluster_plan.catalog import load_catalog, nvswitch_default
 from cluster_plan.networks import network_space
 from cluster_plan.nodes import Node
 from cluster_plan.topology import normalize, rack_switches, switch_path
@@ -68,6 +68,7 @@ def _accelerators(profile: dict[str, Any]) -> dict[str, Any] | None:
         "kind": "gpu" if entry["vendor"] == "nvidia" else "accelerator",
         "gres_type": entry["gres_type"],
         "driver_branch": accel.get("driver_branch"),
+        "nvswitch": bool(accel.get("nvswitch", nvswitch_default(accel["model"], accel["count"]))),
         "catalog": copy.deepcopy(entry),  # the catalog is cached; callers may change this
     }
 

@@ -31,6 +31,15 @@ def check_accelerators(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             )
         if accel.get("driver_branch") is not None:
             yield from _driver_pin(accel, entry, (*path, "driver_branch"))
+        if accel.get("nvswitch") and not entry.get("nvswitch_boards"):
+            yield Finding(
+                "nvswitch",
+                f"{accel['model']} is never built on an NVSwitch board: there is no fabric for "
+                "the fabric manager to manage",
+                (*path, "nvswitch"),
+                hint="remove nvswitch: true (NVSwitch boards carry SXM models, e.g. "
+                "H100-SXM5-80GB)",
+            )
 
 
 def _driver_pin(

@@ -115,7 +115,9 @@ def run_gpu_playbook(
     )
 
 
-def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
+def plan_vars(
+    model: str, count: int, lab: bool, pin: int | None = None, nvswitch: bool | None = None
+) -> dict[str, Any]:
     cluster: dict[str, Any] = {
         "scheduler": {"type": "slurm"},
         "acceptance": {"gpu": {"max_temp_c": 85}},
@@ -131,10 +133,18 @@ def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict
                 "vendor": "nvidia",
                 "kind": "gpu",
                 "driver_branch": pin,
+                **({} if nvswitch is None else {"nvswitch": nvswitch}),
             },
         },
         "cluster_plan": cluster,
     }
+
+
+def task_result(out: str, task: str) -> str:
+    """The lines Ansible printed for one task: from its header to the next one."""
+    header = f"TASK [nvidia_driver : {task}]"
+    assert header in out, out
+    return out.split(header, 1)[1].split("TASK [", 1)[0]
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])
@@ -180,15 +190,23 @@ def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
-def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("count", "nvswitch", "fabric_manager"),
+    [(8, None, True), (4, None, False), (8, False, False)],
+    ids=["hgx-8-gpu", "hgx-4-gpu", "no-nvswitch-in-plan"],
+)
+def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(
+    tmp_path: Path, count: int, nvswitch: bool | None, fabric_manager: bool
+) -> None:
     # A recorded sysfs tree with one H100 puts the role on its install path; package names
-    # are swapped for one every Debian host has, so check mode can look them up here.
+    # are swapped for one every Debian host has, so check mode can look them up here. The
+    # fabric manager comes with NVSwitch boards only (8-GPU HGX), whatever the model.
     device = tmp_path / "sys/bus/pci/devices/0000:18:00.0"
     device.mkdir(parents=True)
     (device / "vendor").write_text("0x10de\n")
     (device / "class").write_text("0x030200\n")
     (device / "device").write_text("0x2330\n")
-    extra = plan_vars("H100-SXM5-80GB", 8, lab=False)
+    extra = plan_vars("H100-SXM5-80GB", count, lab=False, nvswitch=nvswitch)
     extra["cluster_plan"]["scheduler"]["type"] = "kubernetes"
     stand_in = ["bash"]
     extra |= {
@@ -213,6 +231,9 @@ def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -
     ):
         assert f"TASK [nvidia_driver : {task}]" in out
     assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
+    fabric = task_result(out, "Install the fabric manager matched to the driver")
+    assert ("skipping: [localhost]" not in fabric) is fabric_manager, fabric
+    assert f"fabric manager {'yes' if fabric_manager else 'no'}" in out
 
 
 def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:
