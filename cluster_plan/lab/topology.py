@@ -196,7 +196,8 @@ def admin_addresses(expanded: ExpandedPlan) -> tuple[str, list[str], int]:
     the one Ansible reaches nodes on (`cluster.management_network`, else the first).
 
     It stands in for the site services the plan points at on that network: the package
-    proxy, DNS and NTP (e.g. 10.40.0.2), or the network's second address when none is set.
+    proxy, DNS and NTP (e.g. 10.40.0.2), or, when none is set, the network's last address no
+    host holds (hosts are given the lowest free addresses).
     """
     from urllib.parse import urlparse
 
@@ -211,8 +212,11 @@ def admin_addresses(expanded: ExpandedPlan) -> tuple[str, list[str], int]:
     for candidate in [host, *spec["dns"], *spec["ntp"]]:
         if candidate and _in(candidate, cidr) and candidate not in wanted:
             wanted.append(candidate)
+    held = {h["interfaces"][net_name]["address"] for h in expanded["hosts"].values()
+            if net_name in h["interfaces"]}  # fmt: skip
     if not wanted:
-        wanted.append(str(cidr[2]))
+        free = (str(a) for a in reversed(list(cidr.iter_hosts())) if str(a) not in held)
+        wanted.append(next(free, str(cidr[-2])))
     return net_name, wanted, cidr.prefixlen
 
 
