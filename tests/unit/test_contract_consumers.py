@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cluster_plan.acceptance.spec import spec_from_expanded
 from cluster_plan.allocate import allocate_addresses
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.expand import expand
 from cluster_plan.lab.topology import admin_addresses, scaled_mbit, wiring
 from cluster_plan.validate import validate_text
@@ -18,7 +19,7 @@ from cluster_plan.validate import validate_text
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 
 
-def expanded_of(text: str):  # noqa: ANN201 - an ExpandedPlan
+def expanded_of(text: str) -> ExpandedPlan:
     result = validate_text(text, "plan.yml")
     assert result.ok, [f.render() for f in result.findings]
     lock, findings = allocate_addresses(result.plan, result.nodes)
