@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.allocate import build_lock
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors
 from cluster_plan.load import parse_plan_text
@@ -15,7 +16,7 @@ from cluster_plan.lockfile import exclusive, lock_path_for, write_lock
 from cluster_plan.validate import Validation, validate_document, validate_file
 
 
-def expand_validation(result: Validation) -> dict[str, Any]:
+def expand_validation(result: Validation) -> ExpandedPlan:
     """The expanded cluster of a validated plan; PlanError unless the plan is sound and its
     lock current (a plan that is not locked yet cannot be expanded: it has no addresses)."""
     problems = errors(result.findings)
@@ -30,12 +31,12 @@ def expand_validation(result: Validation) -> dict[str, Any]:
     return expand(result.plan, result.nodes, result.lock)
 
 
-def load_expanded(plan_path: str | Path) -> dict[str, Any]:
+def load_expanded(plan_path: str | Path) -> ExpandedPlan:
     """Validate the plan, check its lock and expand it; PlanError lists every problem."""
     return expand_validation(validate_file(plan_path))
 
 
-def load_expanded_text(text: bytes | str, plan_path: str | Path) -> dict[str, Any]:
+def load_expanded_text(text: bytes | str, plan_path: str | Path) -> ExpandedPlan:
     """As load_expanded, for plan text already read (e.g. through Ansible's loader)."""
     doc = parse_plan_text(text, str(plan_path))
     return expand_validation(validate_document(doc, lock_path=lock_path_for(plan_path)))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.allocate import build_lock
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors, format_path
 from cluster_plan.nodes import iter_nodes
@@ -139,7 +140,7 @@ def _host_rule(path: tuple[Any, ...]) -> str:
     return _HOST_RULES.get(str(path[0]), "reconfigure")
 
 
-def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def diff_expanded(old: ExpandedPlan, new: ExpandedPlan) -> list[Change]:
     changes = []
     skip = {"hosts", "groups"}
     old_c = _keyed({k: v for k, v in old.items() if k not in skip})
@@ -185,7 +186,7 @@ def _validated(path: str | Path) -> Validation:
     return result
 
 
-def _deployed(result: Validation, base: dict[str, Any] | None) -> dict[str, Any]:
+def _deployed(result: Validation, base: dict[str, Any] | None) -> ExpandedPlan:
     """The plan as `cluster-plan lock` would leave it, starting from ``base``: racks placed and
     addresses allocated from that lock, with every move the plan forces made."""
     nodes, _, _ = place_racks(result.plan, list(iter_nodes(result.plan)), base, allow_moves=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 from cluster_plan.allocate import allocate_addresses, lock_differences
 from cluster_plan.checks import ALL_CHECKS, MAX_NODES
+from cluster_plan.defaults import with_defaults
 from cluster_plan.findings import Finding, errors, format_path, sort_key
 from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
 from cluster_plan.lockfile import lock_path_for, read_lock
@@ -27,6 +28,7 @@ class Validation:
     previous: dict[str, Any] | None = None  # the lock as read, current or not
     lock_problem: Finding | None = None  # why there is no lock to read
     rack_moves: list[str] = field(default_factory=list)
+    filled: dict[str, Any] | None = None  # the plan with every default filled in
 
     @property
     def ok(self) -> bool:
@@ -34,17 +36,22 @@ class Validation:
 
     @property
     def plan(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.doc.data
-        return data
+        """The plan as every consumer reads it: defaults filled (cluster_plan.defaults)."""
+        if self.filled is None:
+            self.filled = with_defaults(self.doc.data)
+        return self.filled
 
 
 _BROKEN = (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError)
 
 
 def _semantic_findings(
-    doc: PlanDocument, schema_clean: bool, previous: dict[str, Any] | None, allow_moves: bool
+    doc: PlanDocument,
+    plan: dict[str, Any],
+    schema_clean: bool,
+    previous: dict[str, Any] | None,
+    allow_moves: bool,
 ) -> tuple[list[Finding], list[Node], list[str]]:
-    plan = doc.data
     groups = plan.get("node_groups")
     planned = (
         sum(
@@ -154,7 +161,15 @@ def validate_document(
         result.previous, result.lock_problem = read_lock(lock_path)
     found = schema_findings(doc)
     schema_clean = not errors(found)
-    semantic, nodes, moves = _semantic_findings(doc, schema_clean, result.previous, allow_moves)
+    try:
+        result.filled = with_defaults(doc.data)
+    except _BROKEN:
+        if schema_clean:
+            raise
+        result.filled = doc.data  # the schema findings say what is wrong
+    semantic, nodes, moves = _semantic_findings(
+        doc, result.filled, schema_clean, result.previous, allow_moves
+    )
     result.findings.extend(found + semantic)
     result.nodes = nodes
     result.rack_moves = moves

@@ -12,7 +12,7 @@ import json
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.html import render_html
@@ -20,6 +20,7 @@ from cluster_plan.acceptance.report import ReportError, load_report, write_repor
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
 from cluster_plan.cli.policy import Exit, UsageError
+from cluster_plan.contract import ExpandedPlan, conformance_errors
 
 
 def register(subparsers: Any) -> None:
@@ -98,7 +99,7 @@ def report_command(args: argparse.Namespace) -> Exit:
     return Exit.OK if report["passed"] else Exit.FAILED
 
 
-def _load_expanded(args: argparse.Namespace) -> dict[str, Any]:
+def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     if args.expanded:
         try:
             data = json.loads(args.expanded.read_text())
@@ -106,13 +107,18 @@ def _load_expanded(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"{args.expanded}: {exc}") from exc
         if not isinstance(data, dict):
             raise UsageError(f"{args.expanded}: not an expanded plan (a JSON object)")
-        return data
+        problems = conformance_errors(data, ExpandedPlan)
+        if problems:
+            raise UsageError(
+                f"{args.expanded}: not an expanded plan of this version: {'; '.join(problems[:3])}"
+            )
+        return cast(ExpandedPlan, data)
     from cluster_plan.api import load_expanded
 
-    return dict(load_expanded(str(args.plan)))  # PlanError: the CLI prints every finding
+    return load_expanded(str(args.plan))  # PlanError: the CLI prints every finding
 
 
-def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str]]:
+def lab_prefixes(expanded: ExpandedPlan, transport: str) -> dict[str, list[str]]:
     """Per-node command prefixes into a running lab (cluster_plan.lab's names and state)."""
     from cluster_plan.lab import state
     from cluster_plan.lab.names import for_plan
@@ -137,7 +143,7 @@ def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str
 
 def _executor(
     args: argparse.Namespace,
-    expanded: dict[str, Any],
+    expanded: ExpandedPlan,
     addresses: dict[str, str],
     control_dir: Path,
 ) -> PrefixExecutor:

@@ -11,6 +11,7 @@ from cluster_plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
+from cluster_plan.checks.inventory import check_inventory
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
@@ -40,6 +41,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_paths,
     check_admin_users,
     check_acceptance,
+    check_inventory,
 )
 
 __all__ = ["ALL_CHECKS", "MAX_NODES", "Check", "Plan"]

@@ -109,7 +109,10 @@ def _networks_without_nic(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             if net in carried or (node.group, net) in reported or net not in plan["networks"]:
                 continue
             reported.add((node.group, net))
+            # a group on every network (the default) is fixed in its profile's nics
             listed = group.get("networks")
+            if listed == list(plan["networks"]):
+                listed = None
             at: tuple[Any, ...] = (
                 ("node_groups", node.group, "networks", listed.index(net))
                 if listed and net in listed

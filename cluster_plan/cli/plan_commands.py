@@ -70,11 +70,9 @@ def cmd_expand(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import load_expanded
 
     expanded = load_expanded(args.plan)
-    data = expanded
-    if args.host:
-        if args.host not in expanded["hosts"]:
-            raise UsageError(f"{args.plan}: no host {args.host!r} in the plan")
-        data = expanded["hosts"][args.host]
+    if args.host and args.host not in expanded["hosts"]:
+        raise UsageError(f"{args.plan}: no host {args.host!r} in the plan")
+    data = expanded["hosts"][args.host] if args.host else expanded
     args.reporter.result(data, lambda: "")
     return Exit.OK
 

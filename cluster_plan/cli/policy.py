@@ -84,7 +84,7 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
             _stderr(exc.render())
         return int(exit_for(exc.findings))
     except CommandError as exc:
-        _stderr(f"cluster-plan {getattr(args, 'command', '')}: {exc}".replace("  ", " "))
+        _stderr(f"{_prog(args)}: error: {exc}")
         return int(exc.exit)
     except KeyboardInterrupt:
         _stderr("interrupted")
@@ -97,5 +97,10 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
         return int(Exit.OK)
     except OSError as exc:  # a file we were told to write or read: name it, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        _stderr(f"cluster-plan {getattr(args, 'command', '')}: {where}{exc.strerror or exc}")
+        _stderr(f"{_prog(args)}: error: {where}{exc.strerror or exc}")
         return int(Exit.USAGE)
+
+
+def _prog(args: Any) -> str:
+    command = getattr(args, "command", None)
+    return f"cluster-plan {command}" if command else "cluster-plan"

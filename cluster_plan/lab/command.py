@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.cli.policy import UsageError
+from cluster_plan.contract import ExpandedPlan, Host
 from cluster_plan.lab import faults, lifecycle, node, state, status
 from cluster_plan.lab.connection import ssh_options
 from cluster_plan.lab.names import LabError, for_plan
 
 
-def load_plan(path: str) -> dict[str, Any]:
+def load_plan(path: str) -> ExpandedPlan:
     """The expanded plan: through cluster_plan.api, or an expanded JSON file (tests).
     Raises PlanError (the plan fails its checks) or UsageError (no plan to read)."""
     plan = Path(path)
@@ -29,7 +30,7 @@ def load_plan(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: no such plan file")
     if plan.suffix == ".json":
         try:
-            loaded: dict[str, Any] = json.loads(plan.read_text())
+            loaded: ExpandedPlan = json.loads(plan.read_text())
         except ValueError as err:
             raise UsageError(f"{path}: not valid JSON: {err}") from None
         return loaded
@@ -91,13 +92,13 @@ def handle(args: argparse.Namespace) -> int:
     return code
 
 
-def _up(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _up(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     if not lifecycle.up(expanded, args.plan):
         print(f"lab {for_plan(expanded).lab}: already up, nothing to do")
     return 0
 
 
-def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _down(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     removed = lifecycle.down(expanded)
     print(
         f"lab {for_plan(expanded).lab}: down"
@@ -106,20 +107,19 @@ def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _status(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     report = status.collect(for_plan(expanded), expanded)
     args.reporter.result(report, lambda: status.render(report))
     return 0 if report["up"] else 1
 
 
-def _host(expanded: dict[str, Any], name: str) -> dict[str, Any]:
+def _host(expanded: ExpandedPlan, name: str) -> Host:
     if name not in expanded["hosts"]:
         raise LabError(f"no node {name!r} in the plan (nodes: {', '.join(expanded['hosts'])})")
-    host: dict[str, Any] = expanded["hosts"][name]
-    return host
+    return expanded["hosts"][name]
 
 
-def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _ssh(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     host = _host(expanded, args.node)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     argv = [
@@ -134,7 +134,7 @@ def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     os.execvp("ssh", argv)
 
 
-def _run(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _run(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     lifecycle.require_root()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 1 if failed else 0
 
 
-def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _fault(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     lifecycle.require_root()
     names = for_plan(expanded)
     chosen = [args.rate, args.loss, args.delay]
@@ -186,7 +186,7 @@ def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 0
 
 
-def _restart(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _restart(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     _host(expanded, args.node)
     init = lifecycle.restart_node(expanded, args.node)
     print(f"{args.node}: restarted (init pid {init.pid})")

@@ -125,10 +125,15 @@ def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
         "topology": {
             "core": {"core1": {}, "core2": {}},
             "aggregation": {
-                "agg1": {"uplinks": ["core1", "core2"]},
-                "agg2": {"uplinks": ["core1", "core2"]},
+                "agg1": {"uplinks": ["core1", "core2"], "uplink_gbps": None},
+                "agg2": {"uplinks": ["core1", "core2"], "uplink_gbps": None},
             },
-            "access": {"tor1": {"uplink": "agg1"}, "tor2": {"uplink": "agg2"}},
+            "access": {
+                name: {**switch, "uplink": agg}
+                for (name, switch), agg in zip(
+                    expanded["topology"]["access"].items(), ("agg1", "agg2"), strict=True
+                )
+            },
         },
     }
     assert topology.wiring(looped).loops

@@ -7,6 +7,7 @@ import ipaddress
 from typing import Any
 
 from cluster_plan.allocate import allocate_addresses, build_lock, lock_differences
+from cluster_plan.defaults import with_defaults
 from cluster_plan.nodes import iter_nodes
 
 
@@ -25,7 +26,9 @@ def make_plan(
 
 
 def allocate(plan, previous=None, reclaim=False):
-    lock, findings = allocate_addresses(plan, list(iter_nodes(plan)), previous, reclaim=reclaim)
+    lock, findings = allocate_addresses(
+        plan, list(iter_nodes(with_defaults(plan))), previous, reclaim=reclaim
+    )
     return lock, [(f.code, f.json_path) for f in findings]
 
 
@@ -194,7 +197,7 @@ def test_full_network_hint_mentions_reclaim_when_addresses_are_held_back():
     lock, _ = allocate(plan)
     lock2, _ = allocate(make_plan({"a": {"count": 5}}, cidr="10.0.0.0/29"), lock)
     grown = make_plan({"a": {"count": 5}, "b": {"count": 1}}, cidr="10.0.0.0/29")
-    nodes = list(iter_nodes(grown))
+    nodes = list(iter_nodes(with_defaults(grown)))
     _, findings = allocate_addresses(grown, nodes, lock2)
     assert [f.code for f in findings] == ["network-full"]
     assert "--reclaim" in (findings[0].hint or "")
@@ -270,14 +273,16 @@ def test_moving_the_gateway_onto_a_host_is_refused_not_renumbered():
     lock, _ = allocate(make_plan({"a": {"count": 3}}, gateway="10.0.0.254"))
     held = hosts(lock)["a02"]
     plan = make_plan({"a": {"count": 3}}, gateway=held)
-    lock2, findings = allocate_addresses(plan, list(iter_nodes(plan)), lock)
+    lock2, findings = allocate_addresses(plan, list(iter_nodes(with_defaults(plan))), lock)
     assert [(f.code, f.json_path) for f in findings] == [
         ("locked-address-lost", "$.networks.mgmt.gateway")
     ]
     assert "a02" in findings[0].message and "gateway" in findings[0].message
     assert hosts(lock2) == hosts(lock)  # nothing moved
     # asked for explicitly, the host moves and the move is told
-    lock3, findings, moves = build_lock(plan, list(iter_nodes(plan)), lock, allow_moves=True)
+    lock3, findings, moves = build_lock(
+        plan, list(iter_nodes(with_defaults(plan))), lock, allow_moves=True
+    )
     assert findings == []
     assert hosts(lock3)["a02"] != held
     assert moves == [f"a02 on mgmt: {held} -> {hosts(lock3)['a02']} (now the gateway address)"]
@@ -290,7 +295,7 @@ def test_moving_the_gateway_onto_a_host_is_refused_not_renumbered():
 def test_widening_reserved_over_hosts_is_refused_and_names_them():
     lock, _ = allocate(make_plan({"a": {"count": 4}}))
     plan = make_plan({"a": {"count": 4}}, reserved=["10.0.0.1-10.0.0.3"])
-    _, findings = allocate_addresses(plan, list(iter_nodes(plan)), lock)
+    _, findings = allocate_addresses(plan, list(iter_nodes(with_defaults(plan))), lock)
     (finding,) = findings
     assert (finding.code, finding.json_path) == ("locked-address-lost", "$.networks.mgmt.reserved")
     for host in ("a01", "a02", "a03"):

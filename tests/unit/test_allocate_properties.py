@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster_plan.allocate import build_lock
+from cluster_plan.defaults import with_defaults
 from cluster_plan.networks import network_space, to_text
 from cluster_plan.nodes import iter_nodes
 from cluster_plan.placement import place_racks
@@ -70,7 +71,7 @@ class Model:
     def check_addresses(
         self, plan: dict[str, Any], lock: dict[str, Any], reclaim: bool, moved: set[str]
     ) -> None:
-        nodes = list(iter_nodes(plan))
+        nodes = list(iter_nodes(with_defaults(plan)))
         for net in BASE_NETWORKS:
             hosts = lock["networks"][net]["hosts"]
             members = {node.name for node in nodes if net in node.networks}
@@ -102,7 +103,7 @@ class Model:
 
     def check_racks(self, plan: dict[str, Any], lock: dict[str, Any], moved: set[str]) -> None:
         placed = lock["racks"]["hosts"]
-        for node in iter_nodes(plan):
+        for node in iter_nodes(with_defaults(plan)):
             group_racks = plan["node_groups"][node.group]["racks"]
             rack = placed[node.name]
             assert rack in group_racks
@@ -200,7 +201,7 @@ def test_edits_never_move_survivors_or_duplicate(data, steps):
         reclaim = data.draw(st.booleans())
         allow_moves = data.draw(st.booleans())
         nodes, rack_refusals, rack_moves = place_racks(
-            plan, list(iter_nodes(plan)), model.lock, allow_moves=allow_moves
+            plan, list(iter_nodes(with_defaults(plan))), model.lock, allow_moves=allow_moves
         )
         lock, findings, moves = build_lock(
             plan, nodes, model.lock, reclaim=reclaim, allow_moves=allow_moves
@@ -225,7 +226,7 @@ def test_edits_never_move_survivors_or_duplicate(data, steps):
         model.lock = lock
         groups, networks = draft, new_networks
         # locking again from the new lock changes nothing
-        again_nodes, refusals, _ = place_racks(plan, list(iter_nodes(plan)), lock)
+        again_nodes, refusals, _ = place_racks(plan, list(iter_nodes(with_defaults(plan))), lock)
         again, findings, moves = build_lock(plan, again_nodes, lock)
         assert (again, findings, moves, refusals) == (lock, [], [], [])
 

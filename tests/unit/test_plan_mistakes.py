@@ -365,6 +365,23 @@ def test_profiles_without_nics_keep_one_device_per_network():
     assert report(edit((COMPUTE, COMPUTE.replace("9000", "1500")))) == []
 
 
+def test_network_without_nic_points_where_the_network_was_chosen():
+    storage = "  storage: {cidr: 10.42.0.0/24}\n"
+    three = edit((COMPUTE + "\n", COMPUTE + "\n" + storage))
+    nics = "[{name: eno1, networks: [mgmt]}, {name: ens1, networks: [compute]}]"
+    # on every network (the default): the profile's nics lack one
+    found = report(with_nics(nics, three))
+    assert [f[:3] for f in found] == [
+        ("error", "network-without-nic", "$.hardware['gpu-h100'].nics")
+    ]
+    assert "or give group gpu a networks list without it" in found[0][3]
+    # the group chose storage: that is where it points
+    listed = edit((GPU_GROUP, GPU_GROUP[:-1] + ", networks: [mgmt, storage]}"), text=three)
+    assert [f[:3] for f in report(with_nics(nics, listed))] == [
+        ("error", "network-without-nic", "$.node_groups.gpu.networks[1]")
+    ]
+
+
 def test_a_group_on_fewer_networks_needs_fewer_nics():
     text = with_nics(
         "[{name: eno1, networks: [mgmt]}]",
