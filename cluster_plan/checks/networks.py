@@ -11,7 +11,14 @@ import netaddr
 
 from cluster_plan.checks.base import Plan
 from cluster_plan.findings import Finding
-from cluster_plan.networks import AddressError, network_space, parse_address, parse_network
+from cluster_plan.networks import (
+    AddressError,
+    allocatable,
+    nearly_full,
+    network_space,
+    parse_address,
+    parse_network,
+)
 from cluster_plan.nodes import Node
 
 
@@ -181,8 +188,7 @@ def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         except AddressError:
             continue  # reported by check_networks
         hosts = sum(1 for node in nodes if name in node.networks)
-        reserved_inside = space.reserved.count_within(space.first_host, space.last_host)
-        free = space.usable - reserved_inside
+        free = allocatable(space)
         if hosts > free:
             yield Finding(
                 "network-capacity",
@@ -190,7 +196,7 @@ def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 ("networks", name, "cidr"),
                 hint="use a larger prefix, or fewer reserved addresses",
             )
-        elif hosts > 0.9 * free and free > 10:
+        elif nearly_full(hosts, free):
             yield Finding(
                 "network-nearly-full",
                 f"network {name} would be {hosts}/{free} full; there is little room to grow",
