@@ -56,8 +56,15 @@ def _site_addresses(spec: dict[str, Any], net: Any, name: str) -> Iterator[Findi
         for i, value in enumerate(spec.get(key, []) or []):
             if key == "ntp" and not re.match(r"^[0-9.]+$", value):
                 continue  # a host name
+            # off the network it is reached through the gateway; without one, it needs a route
             yield from _inside(
-                value, net, name, (*path, key, i), key.upper() + " server", outside_ok=True
+                value,
+                net,
+                name,
+                (*path, key, i),
+                key.upper() + " server",
+                outside_ok=True,
+                routed=bool(spec.get("gateway")),
             )
 
 
@@ -131,7 +138,13 @@ def _entry_size(entry: str) -> int:
 
 
 def _inside(
-    value: str, net: Any, name: str, path: tuple[Any, ...], what: str, outside_ok: bool = False
+    value: str,
+    net: Any,
+    name: str,
+    path: tuple[Any, ...],
+    what: str,
+    outside_ok: bool = False,
+    routed: bool = False,
 ) -> Iterator[Finding]:
     try:
         address = parse_address(value)
@@ -143,10 +156,11 @@ def _inside(
             yield Finding(
                 "address-outside", f"{what} {value} is not inside network {name} ({net})", path
             )
-        else:
+        elif not routed:
             yield Finding(
                 "address-outside",
-                f"{what} {value} is not on network {name} ({net}); nodes need a route to it",
+                f"{what} {value} is not on network {name} ({net}), which has no gateway; "
+                "nodes need a route to it",
                 path,
                 severity="warning",
             )

@@ -473,3 +473,15 @@ def test_a_loss_threshold_of_zero_is_a_plan_acceptance_can_run(loss, found):
     acceptance = "  network: {networks: [compute], min_gbps: 9}"
     text = edit((acceptance, acceptance[:-1] + f", max_latency_ms: 0.5, max_loss_pct: {loss}}}"))
     assert codes(text) == found
+
+
+# -- false positives --------------------------------------------------------------------------
+
+
+def test_dns_off_the_network_is_reached_through_its_gateway():
+    mgmt_dns = edit((MGMT, MGMT.replace("dns: [10.40.0.2]", "dns: [192.0.2.53]")))
+    assert report(mgmt_dns) == []  # mgmt has a gateway
+    no_gateway = edit(("gateway: 10.40.0.1, ", ""), text=mgmt_dns)
+    assert [f[:3] for f in report(no_gateway)] == [
+        ("warning", "address-outside", "$.networks.mgmt.dns[0]")
+    ]
