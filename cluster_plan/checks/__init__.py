@@ -15,6 +15,7 @@ from cluster_plan.checks.inventory import check_inventory
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
+from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
 from cluster_plan.checks.services import check_backups, check_nfs, check_paths
 from cluster_plan.checks.storage import check_ceph
@@ -33,6 +34,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_disks,
     check_interfaces,
     check_scheduler,
+    check_reservations,
     check_workload_classes,
     check_datasets,
     check_ceph,

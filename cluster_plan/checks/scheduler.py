@@ -1,22 +1,15 @@
-"""The scheduler: controller roles, settings that belong to it, and reservations."""
+"""The scheduler: controller roles, and settings that belong to it."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cluster_plan.checks.base import Plan
-from cluster_plan.checks.hints import missing
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
-NOW_VARIABLE = "CLUSTER_PLAN_NOW"
-# reservations that repeat are never over
-RECURRING_FLAGS = {"daily", "weekly"}
 # settings blocks that only one scheduler reads
 _OWN_BLOCK = {"slurm": "slurm", "kubernetes": "kubernetes"}
 
@@ -27,31 +20,6 @@ def check_scheduler(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         return  # the schema says what is wrong; guessing at its rules would only add noise
     yield from _scheduler_roles(plan, scheduler, nodes)
     yield from _foreign_settings(scheduler)
-    if scheduler["type"] != "slurm":
-        return
-    now, problem = plan_now()
-    if problem:
-        yield problem
-    for name, reservation in (scheduler.get("reservations") or {}).items():
-        yield from _reservation(plan, nodes, name, reservation, now)
-
-
-def plan_now() -> tuple[datetime, Finding | None]:
-    """The time that reservations are judged against: now, or CLUSTER_PLAN_NOW (ISO 8601) for
-    reproducible runs (tests, CI checking a plan as of a date)."""
-    text = os.environ.get(NOW_VARIABLE)
-    if not text:
-        return datetime.now(UTC), None
-    try:
-        fixed = datetime.fromisoformat(text)
-    except ValueError:
-        return datetime.now(UTC), Finding(
-            "environment",
-            f"{NOW_VARIABLE}={text!r} is not an ISO 8601 time; using the clock",
-            ("scheduler", "reservations"),
-            severity="warning",
-        )
-    return (fixed if fixed.tzinfo else fixed.replace(tzinfo=UTC)), None
 
 
 def _groups_with(nodes: list[Node], role: str) -> Counter[str]:
@@ -151,52 +119,3 @@ def _foreign_settings(scheduler: dict[str, Any]) -> Iterator[Finding]:
             hint="cordon and drain the nodes for a maintenance window instead, and remove "
             "scheduler.reservations",
         )
-
-
-def _cluster_zone(plan: Plan) -> tzinfo:
-    """Slurm reads reservation times in the controller's time zone, the cluster's."""
-    name = plan["cluster"].get("timezone")
-    if isinstance(name, str):
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            pass  # reported by check_cluster
-    return UTC
-
-
-def _reservation(
-    plan: Plan, nodes: list[Node], name: str, reservation: dict[str, Any], now: datetime
-) -> Iterator[Finding]:
-    path = ("scheduler", "reservations", name)
-    try:
-        start = datetime.fromisoformat(reservation["start"])
-    except ValueError:
-        yield Finding(
-            "format",
-            f"start {reservation['start']!r} is not an ISO 8601 time",
-            (*path, "start"),
-            hint='e.g. "2027-01-05T02:00:00"',
-        )
-    else:
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=_cluster_zone(plan))
-        end = start + timedelta(minutes=reservation["duration_minutes"])
-        recurring = RECURRING_FLAGS & set(reservation.get("flags") or [])
-        if end <= now and not recurring:
-            yield Finding(
-                "reservation-past",
-                f"reservation {name} ended at {end.isoformat(timespec='minutes')}, before now "
-                f"({now.isoformat(timespec='minutes')}): it reserves nothing",
-                (*path, "start"),
-                severity="warning",
-                hint="move it to a coming window, or remove it",
-            )
-    for i, group in enumerate(reservation.get("node_groups", [])):
-        if group not in plan["node_groups"]:
-            yield missing("node group", group, list(plan["node_groups"]), (*path, "node_groups", i))
-    hosts = sorted(n.name for n in nodes)
-    for i, host in enumerate(reservation.get("nodes", [])):
-        if host not in hosts:
-            yield missing("host", host, hosts[:50], (*path, "nodes", i))
-    if not reservation.get("node_groups") and not reservation.get("nodes"):
-        yield Finding("missing-key", "a reservation needs node_groups or nodes", path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,10 @@ from cluster_plan.schema import plan_schema
 # the role that makes a node run work, per scheduler
 COMPUTE_ROLES = {"slurm": ("slurm_compute",), "kubernetes": ("k8s_worker", "k8s_control_plane")}
 KNOWN_ROLES = frozenset(plan_schema()["$defs"]["role"]["enum"])
+# Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, and no limit
+SLURM_TIME = re.compile(
+    r"^(UNLIMITED|INFINITE|-1|\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$", re.IGNORECASE
+)
 _KIND_WORDS = {"gpu": "NVIDIA GPU", "accelerator": "accelerator", "cpu": "CPU-only"}
 
 
@@ -62,6 +67,16 @@ def check_workload_classes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             yield from _pool_fits_class(plan, name, wclass, pools[pool], path)
     yield from _unschedulable_pools(plan, scheduler["type"], classes, pools)
     yield from _defaults(classes)
+    for name, wclass in classes.items():
+        limit = wclass.get("max_time")
+        if isinstance(limit, str) and not SLURM_TIME.match(limit):
+            yield Finding(
+                "time-format",
+                f"max_time {limit!r} is not a Slurm time limit",
+                ("scheduler", "workload_classes", name, "max_time"),
+                hint="minutes, [days-]hours:minutes:seconds (e.g. 7-00:00:00, 48:00:00) or "
+                "UNLIMITED",
+            )
 
 
 def _defaults(classes: dict[str, Any]) -> Iterator[Finding]:

@@ -11,7 +11,7 @@ import pytest
 
 from cluster_plan.allocate import allocate_addresses
 from cluster_plan.checks import cluster as cluster_checks
-from cluster_plan.checks.scheduler import NOW_VARIABLE, plan_now
+from cluster_plan.checks.reservations import NOW_VARIABLE, plan_now
 from cluster_plan.expand import expand
 from cluster_plan.validate import validate_text
 
@@ -485,3 +485,52 @@ def test_dns_off_the_network_is_reached_through_its_gateway():
     assert [f[:3] for f in report(no_gateway)] == [
         ("warning", "address-outside", "$.networks.mgmt.dns[0]")
     ]
+
+
+# -- reservations Slurm can create ------------------------------------------------------------
+
+
+def two_windows(second: str) -> str:
+    return edit((RESERVATION, RESERVATION + "\n    " + second))
+
+
+@pytest.mark.parametrize(
+    ("second", "found"),
+    [
+        # the same nodes an hour into the two-hour window
+        ('demo: {start: "2027-01-05T03:00:00", duration_minutes: 60, nodes: [gpu01]}',
+         ["reservation-overlap"]),
+        # back to back: 04:00 is when maint ends
+        ('demo: {start: "2027-01-05T04:00:00", duration_minutes: 60, nodes: [gpu01]}', []),
+        # other nodes at the same time
+        ('demo: {start: "2027-01-05T03:00:00", duration_minutes: 60, nodes: [cpu01]}', []),
+        # allowed to share
+        ('demo: {start: "2027-01-05T03:00:00", duration_minutes: 60, nodes: [gpu01], '
+         "flags: [overlap]}", []),
+        ('demo: {start: "2027-01-05T03:00:00", duration_minutes: 60, nodes: [gpu01], '
+         "flags: [maint]}", []),
+        # the same instant written in another time zone (the cluster's is UTC)
+        ('demo: {start: "2027-01-05T04:30:00+01:00", duration_minutes: 60, '
+         "node_groups: [gpu]}", ["reservation-overlap"]),
+    ],
+)  # fmt: skip
+def test_overlapping_reservations(second, found):
+    assert codes(two_windows(second)) == found
+
+
+def test_reservations_hold_compute_nodes():
+    assert codes(edit(("node_groups: [gpu]}", "node_groups: [gpu, stor]}"))) == [
+        "reservation-not-compute"
+    ]
+    assert report(edit(("node_groups: [gpu]}", "node_groups: [gpu, cpu]}"))) == []
+
+
+@pytest.mark.parametrize(
+    ("limit", "ok"),
+    [("7-00:00:00", True), ("48:00:00", True), ("90", True), ("1-12", True),
+     ("unlimited", True), ("7d", False), ("168h", False), ("1 week", False)],
+)  # fmt: skip
+def test_class_time_limits(limit, ok):
+    training = "training: {pool: gpu, needs: gpu}"
+    text = edit((training, training[:-1] + f', max_time: "{limit}"}}'))
+    assert codes(text) == ([] if ok else ["time-format"])
