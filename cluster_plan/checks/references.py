@@ -58,8 +58,10 @@ def _group_references(
         yield Finding("conflicting-keys", "give rack or racks, not both", (*path, "racks"))
     if "rack" not in group and "racks" not in group:
         yield Finding("missing-key", "a node group needs rack or racks", path)
-    for i, rack in enumerate(group.get("racks", [group["rack"]] if "rack" in group else [])):
-        if rack not in racks:
+    listed = group.get("racks", [group["rack"]] if "rack" in group else [])
+    # `racks: r1` is a type error in the schema, not the unknown racks 'r' and '1'
+    for i, rack in enumerate(listed if isinstance(listed, list) else []):
+        if isinstance(rack, str) and rack not in racks:
             at = (*path, "racks", i) if "racks" in group else (*path, "rack")
             yield missing("rack", rack, sorted(racks), at)
     for host, override in (group.get("nodes") or {}).items():

@@ -15,6 +15,22 @@ def _role_hint(node: Node, role: str) -> str:
     return f"add {role} to the roles of group {node.group}"
 
 
+def _idle_servers(servers: list[Node], chosen: Node, role: str, key: str) -> Iterator[Finding]:
+    """One host serves; the role on another group sets up a service nothing uses. (Roles are
+    per group: the chosen host's group mates carry the role as well, and that is fine.)"""
+    idle = [n for n in servers if n.group != chosen.group]
+    if idle:
+        shown = ", ".join(n.name for n in idle[:3]) + (", ..." if len(idle) > 3 else "")
+        yield Finding(
+            "nothing-to-serve",
+            f"{shown} {'has' if len(idle) == 1 else 'have'} the role {role}, but {key} is "
+            f"{chosen.name}: nothing uses {'it' if len(idle) == 1 else 'them'}",
+            ("node_groups", idle[0].group, "roles"),
+            severity="warning",
+            hint=f"drop {role} from group {idle[0].group}, or point {key} at it",
+        )
+
+
 def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     nfs = (plan.get("storage") or {}).get("nfs")
     servers = [n for n in nodes if "nfs_server" in n.roles]
@@ -32,6 +48,7 @@ def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     server = by_name.get(nfs.get("server", ""))
     if server is None:
         return  # an unknown host is reported as such
+    yield from _idle_servers(servers, server, "nfs_server", "storage.nfs.server")
     path = ("storage", "nfs", "server")
     if "nfs_server" not in server.roles:
         yield Finding(
@@ -68,6 +85,8 @@ def check_backups(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     target = by_name.get(backups["target"]["host"])
     if target is None:
         return  # an unknown host is reported as such
+    servers = [n for n in nodes if "backup_server" in n.roles]
+    yield from _idle_servers(servers, target, "backup_server", "backups.target.host")
     path = ("backups", "target", "host")
     if "backup_server" not in target.roles:
         yield Finding(

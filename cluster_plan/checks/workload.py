@@ -230,6 +230,8 @@ def check_datasets(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         by_rack[node.rack].append(node)
     for name, dataset in (scheduler.get("datasets") or {}).items():
         path = ("scheduler", "datasets", name, "racks")
+        if not isinstance(dataset["racks"], list):
+            continue  # a type error in the schema, not unknown racks one letter each
         for i, rack in enumerate(dataset["racks"]):
             if rack not in racks:
                 yield missing("rack", rack, sorted(racks), (*path, i))

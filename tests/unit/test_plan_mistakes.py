@@ -534,3 +534,13 @@ def test_class_time_limits(limit, ok):
     training = "training: {pool: gpu, needs: gpu}"
     text = edit((training, training[:-1] + f', max_time: "{limit}"}}'))
     assert codes(text) == ([] if ok else ["time-format"])
+
+
+def test_the_server_role_on_the_chosen_group_is_fine():
+    # roles are per group: the target's group mates carry backup_server too, and that is fine
+    head = HEAD_GROUP.replace("count: 1", "count: 2").replace(
+        "ceph_mgr]}", "ceph_mgr, backup_server]"
+    )
+    disk = "nodes: {head02: {disks: [{name: backup, size_gb: 8000, type: hdd, use: backup}]}}"
+    text = edit((HEAD_GROUP, head + f", {disk}}}"), text=BASE + BACKUPS.replace("head01", "head02"))
+    assert report(text) == []
