@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,41 @@ def test_every_role_has_argument_specs_and_a_current_readme() -> None:
         *(str(r.relative_to(ROOT)) for r in roles),
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Scaffold text: "TODO"/"FIXME"/"XXX" without an issue number, or a template's "replace with".
+PLACEHOLDER = re.compile(
+    r"\b(?:TODO|FIXME|XXX)\b(?!\s*\(?(?:#|issue\s*)\d)|\breplace (?:this|with the)\b", re.I
+)
+NOT_OURS = {".git", ".venv", ".cache", ".ansible", ".hypothesis", "reports", "build", "dist"}
+
+
+def tree_files() -> list[Path]:
+    files = []
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [
+            d
+            for d in subfolders
+            if d not in NOT_OURS and not d.endswith((".egg-info", "_cache", "__pycache__"))
+        ]
+        files += [Path(folder) / name for name in names]
+    return files
+
+
+def test_no_placeholder_left_in_the_tree() -> None:
+    """No scaffold is called done: the Molecule converge.yml that said "Replace with the role
+    under test" and applied no role is what this catches."""
+    found = []
+    for path in tree_files():
+        if path == Path(__file__) or "tests/plans/bad" in path.as_posix():
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue  # not text
+        found += [
+            f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+            for number, line in enumerate(text.splitlines(), 1)
+            if PLACEHOLDER.search(line)
+        ]
+    assert found == []
