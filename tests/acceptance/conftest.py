@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+# The lab plan as `cluster-plan expand` gives it: tests/plans/test_golden.py keeps this file
+# equal to the expansion of inventory/lab/cluster.yml, so it is never a stale second copy.
+LAB_GOLDEN = Path(__file__).resolve().parents[1] / "plans" / "golden" / "lab.expanded.json"
 
 
 @pytest.fixture
 def expanded_lab() -> dict[str, Any]:
-    """The lab plan expanded (recorded from cluster_plan.api.load_expanded)."""
-    loaded: dict[str, Any] = json.loads((FIXTURES / "expanded_lab.json").read_text())
+    """The lab plan expanded (a fresh copy: tests may change it)."""
+    loaded: dict[str, Any] = json.loads(LAB_GOLDEN.read_text())
     return loaded
