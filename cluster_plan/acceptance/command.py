@@ -208,7 +208,8 @@ def acceptance_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m cluster_plan.acceptance.command`) until the CLI wires us."""
+    """`python -m cluster_plan.acceptance.command`: the net_acceptance role runs this with
+    Ansible's own Python, which may not have `cluster-plan` on its PATH."""
     parser = argparse.ArgumentParser(prog="cluster-plan")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
