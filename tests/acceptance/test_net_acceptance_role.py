@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster_plan.acceptance.command import main
+from cluster_plan.cli import main
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "net_acceptance"
 
