@@ -34,6 +34,7 @@ SCHEMA_CODES = {
     "schema-schema",
 }
 JUNK = [DELETE, None, "", -1, "x", [], {"a": 1}, ["r1"]]
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same text, five times faster
 
 
 def paths(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -82,7 +83,7 @@ def test_junk_values_give_printable_findings_at_real_paths(path):
             del parent[path[-1]]
         else:
             parent[path[-1]] = copy.deepcopy(junk)
-        text = yaml.safe_dump(data, sort_keys=False)
+        text = yaml.dump(data, Dumper=DUMPER, sort_keys=False)
         result = validate_text(text, "plan.yml")
         schema_clean = not {f.code for f in result.findings} & SCHEMA_CODES
         for finding in result.findings:
