@@ -16,10 +16,15 @@ from cluster_plan.load import PlanDocument
 
 
 @cache
-def plan_schema() -> dict[str, Any]:
+def _schema_text() -> str:
     # data/cluster-plan.schema.json links to schemas/, so checkouts and wheels both find it
-    text = resources.files("cluster_plan").joinpath("data/cluster-plan.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
+    return resources.files("cluster_plan").joinpath("data/cluster-plan.schema.json").read_text()
+
+
+def plan_schema() -> dict[str, Any]:
+    """The plan's JSON Schema, a fresh copy for each caller: some tools rewrite a schema in
+    place (hypothesis-jsonschema canonicalises it), which must not change what validate sees."""
+    schema: dict[str, Any] = json.loads(_schema_text())
     return schema
 
 
