@@ -31,7 +31,7 @@ def _idle_servers(servers: list[Node], chosen: Node, role: str, key: str) -> Ite
         )
 
 
-def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+def check_nfs_service(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     nfs = (plan.get("storage") or {}).get("nfs")
     servers = [n for n in nodes if "nfs_server" in n.roles]
     if not nfs:
@@ -52,7 +52,7 @@ def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     path = ("storage", "nfs", "server")
     if "nfs_server" not in server.roles:
         yield Finding(
-            "missing-role",
+            "nfs-server-role",
             f"NFS server {server.name} lacks the role nfs_server: nothing would export "
             + ("the exports" if nfs.get("exports") else "anything"),
             path,
@@ -67,6 +67,7 @@ def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 ("storage", "nfs", "exports", i, "network"),
                 hint=f"put group {server.group} on network {export['network']}",
             )
+    yield from _mounts(nfs.get("exports") or [])
     if not nfs.get("exports"):
         yield Finding(
             "nothing-to-serve",
@@ -75,6 +76,24 @@ def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             severity="warning",
             hint="list exports (path, network), or remove storage.nfs",
         )
+
+
+def _mounts(exports: list[dict[str, Any]]) -> Iterator[Finding]:
+    """Two exports of one path, or two mounted at one place (the second hides the first)."""
+    for key, what in (("path", "exported"), ("mount", "mounted")):
+        first: dict[str, int] = {}
+        for i, export in enumerate(exports):
+            value = export.get(key)
+            if value is None:
+                continue
+            if value.rstrip("/") in first:
+                yield Finding(
+                    "duplicate-export",
+                    f"{value} is {what} twice (also exports[{first[value.rstrip('/')]}])",
+                    ("storage", "nfs", "exports", i, key),
+                    hint="one export per path, each mounted at its own place",
+                )
+            first.setdefault(value.rstrip("/"), i)
 
 
 def check_backups(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:

@@ -443,7 +443,7 @@ def test_nfs_server():
     nfs = "\nstorage:\n  nfs: {server: head01, exports: [{path: /home, network: mgmt}]}\n"
     role = (HEAD_GROUP, HEAD_GROUP.replace("ceph_mgr]", "ceph_mgr, nfs_server]"))
     assert report(edit(role, ("\nstorage:\n", nfs))) == []
-    assert codes(edit(("\nstorage:\n", nfs))) == ["missing-role"]
+    assert codes(edit(("\nstorage:\n", nfs))) == ["nfs-server-role"]
     assert codes(edit(role)) == ["nothing-to-serve"]
 
 
