@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from cluster_plan.contract import ExpandedPlan, Network
 from cluster_plan.networks import allocatable, nearly_full, network_space
@@ -67,13 +66,12 @@ def audit(expanded: ExpandedPlan) -> dict[str, Any]:
 def _site_spec(network: Network) -> dict[str, Any]:
     """The expanded network as network_space reads it: the addresses the site takes (gateway,
     DNS, NTP) and the plan's reserved ranges count as used, as validate counts them."""
-    spec: Mapping[str, Any] = cast(Mapping[str, Any], network)
     return {
-        "cidr": spec["cidr"],
-        "gateway": spec.get("gateway"),
-        "dns": spec.get("dns") or [],
-        "ntp": spec.get("ntp") or [],
-        "reserved": spec.get("reserved") or [],
+        "cidr": network["cidr"],
+        "gateway": network["gateway"],
+        "dns": network["dns"],
+        "ntp": network["ntp"],
+        "reserved": network["reserved"],
     }
 
 

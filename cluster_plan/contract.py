@@ -31,6 +31,7 @@ class Network(TypedDict):
     ntp: list[str]
     mtu: int
     vlan: int | None
+    reserved: int | list[str]  # as in the plan: a count of first addresses, or addresses
     description: str
 
 

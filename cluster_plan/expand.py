@@ -48,6 +48,7 @@ def _networks(plan: dict[str, Any]) -> dict[str, Network]:
             "ntp": list(spec["ntp"]),
             "mtu": spec["mtu"],
             "vlan": spec["vlan"],
+            "reserved": copy.deepcopy(spec["reserved"]),
             "description": spec["description"],
         }
     return out

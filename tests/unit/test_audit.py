@@ -33,10 +33,9 @@ def validate_and_audit(text: str) -> tuple[set[str], dict[str, Any]]:
     codes = {f.code for f in result.findings if f.path[:2] == ("networks", "mgmt")}
     lock, problems = allocate_addresses(result.plan, result.nodes)
     assert problems == []
-    expanded: Any = expand(result.plan, result.nodes, lock)
-    # the expanded network carries the plan's reserved addresses, as audit reads them
-    for name, spec in result.plan["networks"].items():
-        expanded["networks"][name].setdefault("reserved", spec["reserved"])
+    expanded = expand(result.plan, result.nodes, lock)
+    # the expanded network carries the plan's reserved addresses, and audit reads them there
+    assert expanded["networks"]["mgmt"]["reserved"] == result.plan["networks"]["mgmt"]["reserved"]
     return codes, audit(expanded)
 
 
