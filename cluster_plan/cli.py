@@ -274,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command, module in (
         ("lab", "cluster_plan.lab.command"),
         ("report", "cluster_plan.acceptance.command"),
+        ("k8s", "cluster_plan.kubernetes.command"),
     ):
         try:
             importlib.import_module(module).register(sub)
