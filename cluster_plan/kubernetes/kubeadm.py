@@ -36,12 +36,16 @@ def _registration(plan: KubernetesPlan, name: str) -> dict[str, Any]:
         args.append(
             {"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in labels.items())}
         )
-    return {
+    registration: dict[str, Any] = {
         "name": name,
         "criSocket": CRI_SOCKET,
         "kubeletExtraArgs": args,
         "taints": nodes.node_taints(plan, name),
     }
+    if plan.api_vip and name in plan.control_planes:
+        # kube-vip's static pod is in place before kubeadm runs: the VIP must answer first
+        registration["ignorePreflightErrors"] = ["DirAvailable--etc-kubernetes-manifests"]
+    return registration
 
 
 def _local_endpoint(plan: KubernetesPlan, name: str) -> dict[str, Any]:
