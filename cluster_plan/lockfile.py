@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +84,45 @@ def render_lock(lock: dict[str, Any]) -> str:
     return json.dumps(lock, indent=2) + "\n"
 
 
-def write_lock(path: Path, lock: dict[str, Any]) -> None:
-    """Write atomically, so an interrupted write never leaves half a lock."""
+def _mode_for(path: Path, plan_path: Path | None) -> int:
+    """The lock is committed and read by CI accounts: keep the mode it has, else take the
+    plan's (without execute bits), else what the umask gives a new file."""
+    for source in (path, plan_path):
+        if source is not None:
+            try:
+                return source.stat().st_mode & 0o666
+            except OSError:
+                continue
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_lock(path: Path, lock: dict[str, Any], plan_path: Path | None = None) -> None:
+    """Write atomically, so an interrupted write (even SIGKILL) never leaves half a lock."""
+    mode = _mode_for(path, plan_path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(render_lock(lock))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def exclusive(plan_path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the plan file while its lock file is read and rewritten, so
+    two `cluster-plan lock` runs at once take turns instead of losing one's allocation."""
+    try:
+        handle = open(plan_path, "rb")  # noqa: SIM115 - held for the block
+    except OSError:
+        yield  # nothing to lock; reading the plan will report why
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield

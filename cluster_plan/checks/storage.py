@@ -54,7 +54,7 @@ def _monitors(mons: list[Node], osds: list[Node], where: tuple[Any, ...]) -> Ite
 
 def _pools(plan: Plan, ceph: dict[str, Any], osds: list[Node]) -> Iterator[Finding]:
     domain = ceph.get("failure_domain", "host")
-    row_of = {r: (spec or {}).get("row", r) for r, spec in (plan.get("racks") or {}).items()}
+    row_of = {r: (spec or {}).get("row") or r for r, spec in (plan.get("racks") or {}).items()}
     key: Callable[[Node], Any] = {
         "host": lambda n: n.name,
         "rack": lambda n: n.rack,

@@ -1,12 +1,13 @@
 """The Kubernetes view of an expanded plan: which hosts are nodes, on which network, at which
 version, behind which endpoint; and every reason the plan cannot become a cluster.
 
-Pure: reads the expanded plan (docs/expanded-data.md) and nothing else. Settings the plan
-leaves out get the defaults documented in schemas/cluster-plan.schema.json.
+Pure: reads the expanded plan (docs/expanded-data.md) and nothing else; the settings a plan
+leaves out are filled there (cluster_plan.defaults), so none is chosen here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +17,11 @@ from cluster_plan.findings import Finding, PlanError
 from cluster_plan.kubernetes import names
 from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, release
 
-Expanded = dict[str, Any]
+# The expanded plan (cluster_plan.contract.ExpandedPlan), read as plain data.
+Expanded = Mapping[str, Any]
 Host = dict[str, Any]
 
 API_PORT = 6443
-DEFAULT_POD_CIDR = "10.244.0.0/16"
-DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
-DEFAULT_ENCAPSULATION = "ipip"
 _K8S = ("scheduler", "kubernetes")
 
 
@@ -99,7 +98,7 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         )
     k8s = settings(expanded)
     the_release = _release(k8s, findings)
-    if k8s.get("container_runtime", "containerd") != "containerd":
+    if k8s["container_runtime"] != "containerd":
         findings.append(
             Finding(
                 "unsupported-runtime",
@@ -116,12 +115,9 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         findings.append(
             Finding("control-plane-count", "no node has the role k8s_control_plane", _K8S)
         )
-    network = str(k8s.get("node_network") or expanded["cluster"]["management_network"])
+    network = str(k8s["node_network"])
     findings += _node_network(expanded, network, nodes)
-    pod_cidr = str(k8s.get("pod_cidr") or DEFAULT_POD_CIDR)
-    service_cidr = str(k8s.get("service_cidr") or DEFAULT_SERVICE_CIDR)
-    findings += _cluster_cidrs(expanded, pod_cidr, service_cidr)
-    vip = k8s.get("api_vip")
+    vip = k8s["api_vip"]
     findings += _api_vip(expanded, vip, control_planes)
     classes = _classes(expanded, nodes)
     findings += _names(expanded, classes)
@@ -131,15 +127,15 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         expanded=expanded,
         release=the_release,
         node_network=network,
-        pod_cidr=pod_cidr,
-        service_cidr=service_cidr,
-        encapsulation=str(k8s.get("encapsulation") or DEFAULT_ENCAPSULATION),
+        pod_cidr=str(k8s["pod_cidr"]),  # checked against every plan network by validate
+        service_cidr=str(k8s["service_cidr"]),
+        encapsulation=str(k8s["encapsulation"]),
         control_planes=control_planes,
         nodes=nodes,
         classes=classes,
         default_class=_default_class(expanded, classes),
         api_vip=str(vip) if vip else None,
-        gpu_sharing=dict(k8s.get("gpu_sharing") or {}),
+        gpu_sharing=dict(k8s["gpu_sharing"]),
     )
 
 
@@ -181,35 +177,6 @@ def _node_network(expanded: Expanded, network: str, nodes: tuple[str, ...]) -> l
             )
         ]
     return []
-
-
-def _cluster_cidrs(expanded: Expanded, pod_cidr: str, service_cidr: str) -> list[Finding]:
-    """`validate` checks the CIDRs a plan writes; these also cover the defaults."""
-    findings = []
-    parsed = {}
-    for key, text in (("pod_cidr", pod_cidr), ("service_cidr", service_cidr)):
-        try:
-            parsed[key] = netaddr.IPNetwork(text)
-        except (netaddr.AddrFormatError, ValueError):
-            findings.append(Finding("network-address", f"{text} is not a CIDR", (*_K8S, key)))
-    for key, net in parsed.items():
-        for name, spec in expanded["networks"].items():
-            other = netaddr.IPNetwork(spec["cidr"])
-            if net in other or other in net:
-                findings.append(
-                    Finding(
-                        "network-overlap",
-                        f"{key} {net} overlaps plan network {name} ({other})",
-                        (*_K8S, key),
-                    )
-                )
-    if len(parsed) == 2 and (
-        parsed["pod_cidr"] in parsed["service_cidr"] or parsed["service_cidr"] in parsed["pod_cidr"]
-    ):
-        findings.append(
-            Finding("network-overlap", "pod_cidr and service_cidr overlap", (*_K8S, "pod_cidr"))
-        )
-    return findings
 
 
 def _api_vip(expanded: Expanded, vip: Any, control_planes: tuple[str, ...]) -> list[Finding]:

@@ -1,6 +1,6 @@
 """`cluster-plan k8s render PLAN [-o DIR]`: the plan's Kubernetes objects and configuration,
-for review. Exit 0 ok; 1 the plan cannot be a Kubernetes cluster (every finding printed);
-2 the plan cannot be read."""
+for review. Exit statuses as every subcommand's (cluster_plan.cli.policy): 0 ok; 1 the plan
+cannot be a Kubernetes cluster, every finding printed; 2 the plan cannot be read."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.findings import PlanError, errors
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-_INPUT_CODES = {"file-not-found", "not-a-file", "unreadable", "not-text", "plan-too-large"}
+from cluster_plan.cli.policy import Exit
+from cluster_plan.findings import PlanError
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +35,7 @@ def register(subparsers: Any) -> None:
     render.set_defaults(func=render_command)
 
 
-def render_command(args: argparse.Namespace) -> int:
+def render_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import expand_validation
     from cluster_plan.kubernetes.renderer import dump_documents, render, write
     from cluster_plan.validate import validate_file
@@ -45,20 +43,12 @@ def render_command(args: argparse.Namespace) -> int:
     result = validate_file(args.plan)
     try:
         rendering = render(expand_validation(result))
-    except PlanError as exc:
+    except PlanError as exc:  # point the renderer's findings at the plan's lines
         placed = [result.doc.place(f) if f.file is None else f for f in exc.findings]
-        for finding in placed:
-            print(finding.render(result.doc.source_lines), file=sys.stderr)
-        errs = errors(placed)
-        usage = errs and all(f.code in _INPUT_CODES for f in errs)
-        return EXIT_USAGE if usage else EXIT_FAILED
+        raise PlanError(placed, result.doc.source_lines) from None
     if args.output is None:
         sys.stdout.write(dump_documents(rendering.all_objects()))
-        return EXIT_OK
-    try:
-        written = write(rendering, args.output)
-    except OSError as exc:
-        print(f"{args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return Exit.OK
+    written = write(rendering, args.output)  # OSError: the policy names the file
     print(f"{args.output}: {len(written)} files for {len(rendering.plan.nodes)} nodes")
-    return EXIT_OK
+    return Exit.OK

@@ -38,12 +38,10 @@ def runtime_class() -> dict[str, Any]:
 
 def device_plugin_config(sharing: dict[str, Any]) -> dict[str, Any]:
     """The device plugin's configuration file (its `version: v1` format)."""
-    mode = sharing.get("mode", "none")
+    mode = sharing["mode"]
     config: dict[str, Any] = {
         "version": "v1",
-        "flags": {
-            "migStrategy": sharing.get("mig_strategy", "single") if mode == "mig" else "none"
-        },
+        "flags": {"migStrategy": sharing["mig_strategy"] if mode == "mig" else "none"},
     }
     if mode == "time-slicing":
         config["sharing"] = {

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import pytest
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef
@@ -63,7 +63,7 @@ class Lab:
     """A running lab, as tests see it."""
 
     plan: Path
-    expanded: dict[str, Any]
+    expanded: ExpandedPlan
     names: LabNames
 
     def init(self, host: str) -> ProcRef:

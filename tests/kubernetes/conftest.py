@@ -9,17 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from k8s_plans import PLANS, expanded_plan
+from k8s_plans import PLANS, rendered
 
-from cluster_plan.kubernetes import Rendering, render
-
-_RENDERED: dict[str, Rendering] = {}
-
-
-def rendered(name: str) -> Rendering:
-    if name not in _RENDERED:
-        _RENDERED[name] = render(expanded_plan(name))
-    return _RENDERED[name]
+from cluster_plan.kubernetes import Rendering
 
 
 @pytest.fixture(params=sorted(PLANS))

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from cluster_plan.api import load_expanded
+from cluster_plan.kubernetes import Rendering, render
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -51,3 +52,13 @@ def expanded_plan(name: str) -> dict[str, Any]:
         else:
             _CACHE[name] = load_expanded(PLANS[name])
     return copy.deepcopy(_CACHE[name])
+
+
+_RENDERED: dict[str, Rendering] = {}
+
+
+def rendered(name: str) -> Rendering:
+    """One of PLANS, rendered once (shared: do not change it)."""
+    if name not in _RENDERED:
+        _RENDERED[name] = render(expanded_plan(name))
+    return _RENDERED[name]

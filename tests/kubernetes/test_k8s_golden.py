@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import rendered
-from k8s_plans import PLANS
+from k8s_plans import PLANS, rendered
 
 from cluster_plan.kubernetes import files
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import rendered
 from k8s_admission import Admission, apply_patch, object_type_problems
-from k8s_plans import PLANS, expanded_plan
+from k8s_plans import PLANS, expanded_plan, rendered
 from k8s_scheduling import feasible, preferred, tolerates
 
 CLASS = "cluster-plan.io/workload-class"

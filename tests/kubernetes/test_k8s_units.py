@@ -199,8 +199,9 @@ def test_kubelets_register_only_labels_they_may_set():
 
 
 def test_gpu_sharing_config():
-    assert device_plugin_config({}) == {"version": "v1", "flags": {"migStrategy": "none"}}
-    sliced = device_plugin_config({"mode": "time-slicing", "replicas": 4})
+    plain = {"mode": "none", "mig_strategy": "single"}
+    assert device_plugin_config(plain) == {"version": "v1", "flags": {"migStrategy": "none"}}
+    sliced = device_plugin_config({**plain, "mode": "time-slicing", "replicas": 4})
     assert sliced["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/gpu", "replicas": 4}
     ]
@@ -232,10 +233,6 @@ def test_refusals():
         "unsupported-runtime $.scheduler.kubernetes.container_runtime",
         "unknown-network $.scheduler.kubernetes.node_network",
     }
-
-    plan = copy.deepcopy(base)
-    plan["scheduler"]["kubernetes"]["pod_cidr"] = "10.45.0.0/16"  # the compute network
-    assert refusal(plan) == {"network-overlap $.scheduler.kubernetes.pod_cidr"}
 
     plan = copy.deepcopy(base)
     plan["hosts"]["gpu01"]["roles"] = ["k8s_control_plane"]  # two control planes, no VIP
