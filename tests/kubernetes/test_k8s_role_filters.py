@@ -3,6 +3,8 @@ hosts (`cluster_plan` without hosts, each host's `plan_host`), and the Calico ma
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,3 +58,36 @@ def test_the_calico_filter_says_what_is_wrong():
         kubernetes_calico_manifest("kind: Namespace\n", {"encapsulation": "ipip"})
     with pytest.raises(ValueError, match="cannot put the plan's settings"):
         kubernetes_calico_manifest("a: [", {"encapsulation": "ipip"})
+
+
+def play_hosts(plan: str) -> dict[str, int]:
+    """Hosts per play of the two scheduler stages, as ansible-playbook --list-hosts sees them."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "--list-hosts",
+            "-i",
+            plan,
+            "playbooks/slurm.yml",
+            "playbooks/kubernetes.yml",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    plays = re.findall(r"play #\d+ \(([^)]*)\): (.*?)\tTAGS.*?hosts \((\d+)\)", result.stdout, re.S)
+    return {name: int(count) for _pattern, name, count in plays}
+
+
+def test_each_plan_gets_its_own_scheduler_stage_only():
+    slurm = play_hosts("inventory/lab/cluster.yml")
+    kubernetes = play_hosts("inventory/lab/k8s.yml")
+    assert slurm["Slurm with the plan's scheduling policy"] > 0
+    assert slurm["Container runtime for the Kubernetes nodes"] == 0
+    assert slurm["Kubernetes with the plan's scheduling policy"] == 0
+    assert kubernetes["Slurm with the plan's scheduling policy"] == 0
+    assert kubernetes["Kubernetes with the plan's scheduling policy"] == 4

@@ -2,8 +2,8 @@
 
 The module brings up the Kubernetes lab plan (inventory/lab/k8s.yml) under its own lab id
 (`$CLUSTER_PLAN_LAB_ID-k8s`, beside the session's Slurm lab, on its own subnets), converges
-playbooks/common.yml and playbooks/kubernetes.yml, converges playbooks/kubernetes.yml again,
-and takes the lab down. What must hold:
+playbooks/common.yml and playbooks/kubernetes.yml, converges playbooks/kubernetes.yml again
+and once more with --check, and takes the lab down. What must hold:
 
 - containerd from Debian runs on every node and runs a container from an image built on the
   node (no registry), with runc under the systemd cgroup driver;
@@ -70,11 +70,11 @@ class K8sLab:
             "ANSIBLE_FORCE_COLOR": "0",
         }
 
-    def converge(self, *playbooks: str) -> None:
+    def converge(self, *arguments: str) -> None:
         started = time.monotonic()
         self.runs.append(
             subprocess.run(
-                [str(BIN / "ansible-playbook"), "-i", str(PLAN), *playbooks],
+                [str(BIN / "ansible-playbook"), "-i", str(PLAN), *arguments],
                 cwd=ROOT,
                 env=self.env(),
                 capture_output=True,
@@ -122,8 +122,12 @@ def k8s_lab() -> Iterator[K8sLab]:
                 lab = K8sLab(lab_id, expanded, [], [])
                 lab.converge("playbooks/common.yml", "playbooks/kubernetes.yml")
                 lab.converge("playbooks/kubernetes.yml")
-                first_s, second_s = lab.seconds
-                print(f"\nKubernetes lab converge: {first_s:.0f} s, again {second_s:.0f} s")
+                lab.converge("--check", "playbooks/kubernetes.yml")
+                first_s, second_s, check_s = lab.seconds
+                print(
+                    f"\nKubernetes lab converge: {first_s:.0f} s, again {second_s:.0f} s, "
+                    f"--check {check_s:.0f} s"
+                )
                 yield lab
             finally:
                 lifecycle.down(expanded)
@@ -135,7 +139,7 @@ def failures(run: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in run.stdout.splitlines() if line.startswith("fatal: ")]
 
 
-@pytest.mark.parametrize("run", [0, 1], ids=["first", "second"])
+@pytest.mark.parametrize("run", [0, 1, 2], ids=["first", "second", "check"])
 def test_the_package_step_stops_the_run_with_one_message_naming_the_source(k8s_lab, run):
     result = k8s_lab.runs[run]
     assert result.returncode != 0
@@ -149,8 +153,9 @@ def test_the_package_step_stops_the_run_with_one_message_naming_the_source(k8s_l
     assert all(r["unreachable"] == 0 for r in rows.values())
 
 
-def test_a_second_run_changes_nothing(k8s_lab):
-    rows = recap(k8s_lab.runs[1].stdout)
+@pytest.mark.parametrize("run", [1, 2], ids=["second", "check"])
+def test_a_second_run_and_check_mode_change_nothing(k8s_lab, run):
+    rows = recap(k8s_lab.runs[run].stdout)
     assert {h: r["changed"] for h, r in rows.items()} == dict.fromkeys(k8s_lab.nodes, 0)
 
 
