@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import netaddr
@@ -59,7 +60,27 @@ class KubernetesPlan:
         return str(self.expanded["cluster"]["name"])
 
     def host(self, name: str) -> Host:
-        return dict(self.expanded["hosts"][name])
+        """A host of the expanded plan (shared: read it, do not change it)."""
+        host: Host = self.expanded["hosts"][name]
+        return host
+
+    @cached_property
+    def accelerator_pools(self) -> frozenset[str]:
+        """Pools with at least one accelerator node: all of their nodes are tainted."""
+        return frozenset(
+            str(self.host(n)["pool"])
+            for n in self.nodes
+            if self.host(n).get("pool") and self.host(n).get("accelerators")
+        )
+
+    @cached_property
+    def classes_of(self) -> dict[str, tuple[str, ...]]:
+        """Node -> the workload classes it serves, in plan order."""
+        served: dict[str, list[str]] = {}
+        for wclass in self.classes.values():
+            for node in wclass.nodes:
+                served.setdefault(node, []).append(wclass.name)
+        return {node: tuple(names) for node, names in served.items()}
 
     def node_ip(self, name: str) -> str:
         return str(self.expanded["hosts"][name]["interfaces"][self.node_network]["address"])

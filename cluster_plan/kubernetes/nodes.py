@@ -35,13 +35,9 @@ _SELF_LABEL_KEYS = frozenset(
 _SELF_LABEL_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
 
 
-def accelerator_pools(plan: KubernetesPlan) -> set[str]:
+def accelerator_pools(plan: KubernetesPlan) -> frozenset[str]:
     """Pools with at least one accelerator node: all of their nodes are tainted."""
-    return {
-        str(plan.host(n)["pool"])
-        for n in plan.nodes
-        if plan.host(n).get("pool") and plan.host(n).get("accelerators")
-    }
+    return plan.accelerator_pools
 
 
 def gpu_product(accelerators: dict[str, Any]) -> str:
@@ -64,9 +60,8 @@ def node_labels(plan: KubernetesPlan, name: str) -> dict[str, str]:
         labels[names.CONTROL_PLANE_ROLE] = ""
     if host.get("pool") and "k8s_worker" in host["roles"]:
         labels[names.POOL_LABEL] = str(host["pool"])
-        for wclass in plan.classes.values():
-            if name in wclass.nodes:
-                labels[names.class_label(wclass.name)] = "true"
+        for wclass in plan.classes_of.get(name, ()):
+            labels[names.class_label(wclass)] = "true"
     for dataset in host.get("datasets") or []:
         labels[names.dataset_label(str(dataset))] = "true"
     accel = host.get("accelerators")

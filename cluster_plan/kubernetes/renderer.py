@@ -70,15 +70,13 @@ def render(expanded: Expanded) -> Rendering:
     )
 
 
-class _Dumper(yaml.SafeDumper):
-    """Plain YAML for people: CEL and other long text as literal blocks, no anchors, lists
-    indented under their key (as yamllint and kubectl print them)."""
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Plain YAML for people, as kubectl prints it: CEL and other long text as literal
+    blocks, no anchors. libyaml's emitter where there is one: a large plan has thousands of
+    files."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
 
 
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
