@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,6 +25,8 @@ from cluster_plan.kubernetes.devices import device_plugin_config
 from cluster_plan.kubernetes.nodes import kubelet_labels
 from cluster_plan.kubernetes.reserved import kube_reserved
 from cluster_plan.kubernetes.versions import SUPPORTED, UnsupportedVersion, release
+
+LAB_K8S = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "k8s.yml"
 
 # --- pod MTU: the network's MTU less the encapsulation's outer headers ---
 
@@ -303,3 +306,37 @@ def test_rendering_is_deterministic():
     first = files(render(expanded_plan("k8s-inference")))
     second = files(render(expanded_plan("k8s-inference")))
     assert json.dumps(first) == json.dumps(second)
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"pod_cidr": "10.45.0.0/16"}, "$.scheduler.kubernetes.pod_cidr"),  # the compute network
+        ({"pod_cidr": None, "service_cidr": "10.44.0.0/20"}, "$.scheduler.kubernetes.service_cidr"),
+    ],
+)
+def test_validate_refuses_cluster_cidrs_on_a_plan_network(tmp_path, capsys, change, path):
+    """Written or defaulted, the pod and service networks may not overlap a plan network."""
+    plan = yaml.safe_load(LAB_K8S.read_text())
+    for key, value in change.items():
+        if value is None:
+            plan["scheduler"]["kubernetes"].pop(key)
+        else:
+            plan["scheduler"]["kubernetes"][key] = value
+    target = tmp_path / "k8s.yml"
+    target.write_text(yaml.safe_dump(plan, sort_keys=False))
+    (tmp_path / "k8s.lock.json").write_text(LAB_K8S.with_name("k8s.lock.json").read_text())
+    assert cli.main(["validate", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "network-overlap" in err and path in err
+
+
+def test_validate_checks_the_default_pod_cidr(tmp_path, capsys):
+    plan = yaml.safe_load(LAB_K8S.read_text())
+    plan["scheduler"]["kubernetes"].pop("pod_cidr")
+    plan["networks"]["compute"]["cidr"] = "10.244.0.0/24"  # inside the default 10.244.0.0/16
+    target = tmp_path / "k8s.yml"
+    target.write_text(yaml.safe_dump(plan, sort_keys=False))
+    assert cli.main(["lock", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "network-overlap" in err and "pod_cidr" in err
