@@ -12,7 +12,7 @@ refuses with a finding naming the hosts, unless the caller allows moves explicit
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from cluster_plan.networks import (
     to_text,
 )
 from cluster_plan.nodes import Node
+from cluster_plan.placement import racks_section
 
 LOCK_VERSION = 2
 Lock = dict[str, Any]
@@ -355,64 +356,3 @@ def allocate_addresses(
     """As build_lock, without the list of moves."""
     lock, findings, _ = build_lock(plan, nodes, previous, reclaim=reclaim, allow_moves=allow_moves)
     return lock, findings
-
-
-def racks_section(nodes: Iterable[Node], previous: Lock | None) -> dict[str, dict[str, str]]:
-    """Where each host stands, and where removed hosts stood (so that they come back there;
-    unlike a freed address, a rack's place holds nothing back, so --reclaim keeps it)."""
-    hosts = {node.name: node.rack for node in nodes if node.rack}
-    released: dict[str, str] = {}
-    old = (previous or {}).get("racks") or {}
-    for host, rack in {**old.get("released", {}), **old.get("hosts", {})}.items():
-        if host not in hosts:
-            released[host] = rack
-    return {"hosts": dict(sorted(hosts.items())), "released": dict(sorted(released.items()))}
-
-
-def _host_list(hosts: list[str]) -> str:
-    return ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
-
-
-def _table_differences(label: str, cur: dict[str, str], new: dict[str, str]) -> list[str]:
-    missing = sorted(new.keys() - cur.keys())
-    extra = sorted(cur.keys() - new.keys())
-    moved = sorted(h for h in new.keys() & cur.keys() if new[h] != cur[h])
-    problems = []
-    for words, hosts in (
-        ("has no entry for", missing),
-        ("still holds", extra),
-        ("holds another value for", moved),
-    ):
-        if hosts:
-            problems.append(f"{label}: the lock {words} {_host_list(hosts)}")
-    return problems
-
-
-def lock_differences(current: Lock, fresh: Lock) -> list[str]:
-    """What a stale lock lacks or has too much, in words (empty when the lock is current)."""
-    problems = []
-    cur_nets, new_nets = current.get("networks", {}), fresh.get("networks", {})
-    problems += [f"network {n} is not in the lock" for n in new_nets if n not in cur_nets]
-    problems += [
-        f"network {n} is in the lock but not in the plan" for n in cur_nets if n not in new_nets
-    ]
-    for name in new_nets:
-        if name not in cur_nets:
-            continue
-        cur, new = cur_nets[name], new_nets[name]
-        if cur.get("cidr") != new["cidr"]:
-            problems.append(
-                f"network {name} is {new['cidr']} in the plan, {cur.get('cidr')} in the lock"
-            )
-        hosts = _table_differences(f"network {name}", cur.get("hosts", {}), new["hosts"])
-        problems += hosts
-        if cur.get("released", {}) != new["released"] and not hosts:
-            problems.append(f"network {name}: the lock's freed addresses differ")
-    if "racks" in fresh:
-        if "racks" not in current:
-            problems.append("the lock does not record racks (a lock of version 1)")
-        else:
-            problems += _table_differences(
-                "racks", current["racks"].get("hosts", {}), fresh["racks"]["hosts"]
-            )
-    return problems

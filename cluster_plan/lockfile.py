@@ -114,6 +114,12 @@ def write_lock(path: Path, lock: dict[str, Any], plan_path: Path | None = None) 
         raise
 
 
+def remove_stale_temporaries(path: Path) -> None:
+    """Temporary files a killed writer left behind (call while holding `exclusive`)."""
+    for stale in path.parent.glob(f".{path.name}.*"):
+        stale.unlink(missing_ok=True)
+
+
 @contextmanager
 def exclusive(plan_path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on the plan file while its lock file is read and rewritten, so
@@ -126,3 +132,52 @@ def exclusive(plan_path: str | Path) -> Iterator[None]:
     with handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
+
+
+def _host_list(hosts: list[str]) -> str:
+    return ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+
+
+def _table_differences(label: str, cur: dict[str, str], new: dict[str, str]) -> list[str]:
+    missing = sorted(new.keys() - cur.keys())
+    extra = sorted(cur.keys() - new.keys())
+    moved = sorted(h for h in new.keys() & cur.keys() if new[h] != cur[h])
+    problems = []
+    for words, hosts in (
+        ("has no entry for", missing),
+        ("still holds", extra),
+        ("holds another value for", moved),
+    ):
+        if hosts:
+            problems.append(f"{label}: the lock {words} {_host_list(hosts)}")
+    return problems
+
+
+def lock_differences(current: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """What a stale lock lacks or has too much, in words (empty when the lock is current)."""
+    problems = []
+    cur_nets, new_nets = current.get("networks", {}), fresh.get("networks", {})
+    problems += [f"network {n} is not in the lock" for n in new_nets if n not in cur_nets]
+    problems += [
+        f"network {n} is in the lock but not in the plan" for n in cur_nets if n not in new_nets
+    ]
+    for name in new_nets:
+        if name not in cur_nets:
+            continue
+        cur, new = cur_nets[name], new_nets[name]
+        if cur.get("cidr") != new["cidr"]:
+            problems.append(
+                f"network {name} is {new['cidr']} in the plan, {cur.get('cidr')} in the lock"
+            )
+        hosts = _table_differences(f"network {name}", cur.get("hosts", {}), new["hosts"])
+        problems += hosts
+        if cur.get("released", {}) != new["released"] and not hosts:
+            problems.append(f"network {name}: the lock's freed addresses differ")
+    if "racks" in fresh:
+        if "racks" not in current:
+            problems.append("the lock does not record racks (a lock of version 1)")
+        else:
+            problems += _table_differences(
+                "racks", current["racks"].get("hosts", {}), fresh["racks"]["hosts"]
+            )
+    return problems

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cluster_plan.findings import Finding
@@ -100,3 +100,17 @@ def _rack_finding(group: str, rack: str, names: list[str]) -> Finding:
         hint="keep the rack in the list, pin the hosts with nodes: {HOST: {rack: ...}}, or run "
         "`cluster-plan lock --allow-moves` to move them (each move is listed)",
     )
+
+
+def racks_section(
+    nodes: Iterable[Node], previous: dict[str, Any] | None
+) -> dict[str, dict[str, str]]:
+    """Where each host stands, and where removed hosts stood (so that they come back there;
+    unlike a freed address, a rack's place holds nothing back, so --reclaim keeps it)."""
+    hosts = {node.name: node.rack for node in nodes if node.rack}
+    released: dict[str, str] = {}
+    old = (previous or {}).get("racks") or {}
+    for host, rack in {**old.get("released", {}), **old.get("hosts", {})}.items():
+        if host not in hosts:
+            released[host] = rack
+    return {"hosts": dict(sorted(hosts.items())), "released": dict(sorted(released.items()))}

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.allocate import allocate_addresses
 from cluster_plan.checks import ALL_CHECKS, MAX_NODES
 from cluster_plan.defaults import with_defaults
 from cluster_plan.findings import Finding, errors, format_path, sort_key
 from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
-from cluster_plan.lockfile import lock_path_for, read_lock
+from cluster_plan.lockfile import lock_differences, lock_path_for, read_lock
 from cluster_plan.nodes import Node, iter_nodes
 from cluster_plan.placement import place_racks
 from cluster_plan.schema import schema_findings

@@ -14,7 +14,7 @@ from k8s_plans import expanded_plan
 
 from cluster_plan.kubernetes import files, render
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles/kubernetes/filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/filter"))
 from kubernetes_plan import kubernetes_calico_manifest, kubernetes_rendering
 
 

@@ -294,3 +294,13 @@ def test_freed_address_is_held_back_until_lock_reclaim(capsys, plan):
     for host, address in grown["networks"]["mgmt"]["hosts"].items():
         assert reclaimed["networks"]["mgmt"]["hosts"][host] == address
     assert findings(capsys, plan) == (0, [])
+
+
+def test_an_unreadable_lock_is_quoted_from_the_lock_not_the_plan(capsys, plan):
+    lock_of(plan).write_text('{\n  "version": 2,\n  "networks": {},\n}\n')
+    code, _, err = run(capsys, "validate", str(plan))
+    assert code == 1
+    head, quoted, caret = err.splitlines()[:3]
+    assert head.startswith(f"{lock_of(plan)}:4:1: error[lock-unreadable]")
+    assert quoted == "    }"  # line 4 of the lock, not of the plan
+    assert caret == "    ^"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, build_lock, lock_differences
+from cluster_plan.allocate import allocate_addresses, build_lock
 from cluster_plan.defaults import with_defaults
+from cluster_plan.lockfile import lock_differences
 from cluster_plan.nodes import iter_nodes
 
 
