@@ -22,6 +22,8 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from cluster_plan.catalog import nvswitch_default
+
 # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
 # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
 # ECC rate, uncontained ECC, GSP errors, unrecovered ECC. Others warn.
@@ -193,8 +195,20 @@ def _set_derived(plan: dict[str, Any]) -> None:
                 group["networks"] = list(all_networks)
 
 
+def _set_nvswitch(plan: dict[str, Any]) -> None:
+    """NVSwitch belongs to the board: the catalog knows which board sizes of a model carry it
+    (8-GPU HGX boards of SXM models; not 4-GPU HGX boards, PCIe cards or the 8x V100 DGX-1)."""
+    hardware = plan.get("hardware")
+    for profile in hardware.values() if isinstance(hardware, dict) else ():
+        accel = profile.get("accelerators") if isinstance(profile, dict) else None
+        if isinstance(accel, dict) and accel.get("nvswitch") is None:
+            model, count = accel.get("model"), accel.get("count")
+            known = isinstance(model, str) and type(count) is int
+            accel["nvswitch"] = known and nvswitch_default(str(model), int(str(count)))
+
+
 SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections,)
-DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived,)
+DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _set_nvswitch)
 
 
 def _parents(node: Any, parts: list[str]) -> Iterator[Any]:

@@ -17,6 +17,7 @@ import netaddr
 from cluster_plan.findings import Finding, PlanError
 from cluster_plan.kubernetes import names
 from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, release
+from cluster_plan.networks import network_space
 
 # The expanded plan (cluster_plan.contract.ExpandedPlan), read as plain data.
 Expanded = Mapping[str, Any]
@@ -231,6 +232,16 @@ def _api_vip(expanded: Expanded, vip: Any, control_planes: tuple[str, ...]) -> l
         services = {spec.get("gateway"), *spec.get("dns", []), *spec.get("ntp", [])}
         if str(address) in services:
             return [Finding("address-in-use", f"api_vip {vip} is a service address", path)]
+        if int(address) not in network_space(name, spec).reserved:
+            return [
+                Finding(
+                    "address-not-reserved",
+                    f"api_vip {vip} is inside network {name} but not reserved: the allocator "
+                    "may give that address to a host",
+                    path,
+                    hint=f"add {vip} to networks.{name}.reserved",
+                )
+            ]
         off = [h for h in control_planes if name not in expanded["hosts"][h]["interfaces"]]
         if off:
             return [

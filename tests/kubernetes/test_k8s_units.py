@@ -245,6 +245,7 @@ def test_refusals():
         ("10.44.0.11", "address-in-use"),  # gpu01's address
         ("10.44.0.2", "address-in-use"),  # the DNS server
         ("192.0.2.1", "network-address"),
+        ("10.44.0.200", "address-not-reserved"),  # mgmt reserves .1-.9 only
     ):
         plan = copy.deepcopy(base)
         plan["scheduler"]["kubernetes"]["api_vip"] = vip
