@@ -110,12 +110,16 @@ def _foreign_settings(scheduler: dict[str, Any]) -> Iterator[Finding]:
                 ("scheduler", block),
                 hint=f"remove scheduler.{block}, or set type: {owner}",
             )
-    if kind != "slurm" and scheduler.get("reservations"):
-        yield Finding(
-            "scheduler-settings-mismatch",
-            f"reservations are Slurm reservations; {kind} has none, so nothing would keep "
-            "work off these nodes",
-            ("scheduler", "reservations"),
-            hint="cordon and drain the nodes for a maintenance window instead, and remove "
-            "scheduler.reservations",
-        )
+    if kind == "kubernetes":
+        # Kubernetes keeps work off reserved nodes with a taint for the window (roles/kubernetes);
+        # Slurm's flags (a daily or weekly repeat, ignore_jobs, ...) have no counterpart there
+        for name, reservation in (scheduler.get("reservations") or {}).items():
+            if isinstance(reservation, dict) and reservation.get("flags"):
+                yield Finding(
+                    "scheduler-settings-mismatch",
+                    f"reservation {name}: flags are Slurm reservation flags; Kubernetes "
+                    "taints the nodes once, for the window, and ignores them",
+                    ("scheduler", "reservations", name, "flags"),
+                    severity="warning",
+                    hint="remove the flags, or give each window its own reservation",
+                )
