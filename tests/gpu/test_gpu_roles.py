@@ -193,7 +193,9 @@ def test_nvml_facts_documentation_parses_for_ansible_doc() -> None:
 
 
 @pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
-@pytest.mark.parametrize("loaded", [None, "525.147.05"], ids=["first-install", "older-driver-in-use"])
+@pytest.mark.parametrize(
+    "loaded", [None, "525.147.05"], ids=["first-install", "older-driver-in-use"]
+)
 def test_only_a_running_driver_that_changes_waits_for_the_batched_rollout(
     tmp_path: Path, loaded: str | None
 ) -> None:
