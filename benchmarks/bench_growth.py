@@ -100,25 +100,26 @@ def main() -> int:
     os.environ["CLUSTER_PLAN_LAB_ID"] = LAB_ID
     sizes = [int(s) for s in args.sizes.split(",") if s]
     playbooks = args.playbooks or ["site.yml"]
-    rows: list[tuple[int, dict[str, float], float]] = []
-    with tempfile.TemporaryDirectory(prefix="cluster-plan-growth-") as folder:
-        for nodes in sizes:
-            figures = measure(nodes, Path(folder), playbooks)
-            rows.append((nodes, figures, os.getloadavg()[0]))
-            print(f"measured {nodes} nodes", file=sys.stderr, flush=True)
-    base_nodes, base, _ = rows[0]
     print(f"playbooks: {' '.join(playbooks)}; {os.cpu_count()} CPUs; per node = seconds / nodes")
     print(
         f"{'nodes':>5} {'lab up s':>9} {'/node':>6} {'converge s':>11} {'/node':>6} "
-        f"{'re-run s':>9} {'/node':>6} {'changed':>7} {'x base':>7} {'load':>5}"
+        f"{'re-run s':>9} {'/node':>6} {'changed':>7} {'x base':>7} {'load':>5}",
+        flush=True,
     )
-    for nodes, f, load in rows:
-        print(
-            f"{nodes:5d} {f['up']:9.1f} {f['up'] / nodes:6.2f} {f['first']:11.1f} "
-            f"{f['first'] / nodes:6.2f} {f['rerun']:9.1f} {f['rerun'] / nodes:6.2f} "
-            f"{int(f['changed']):7d} {f['first'] / base['first']:7.2f} {load:5.1f}"
-        )
-    print(f"x base: first converge against {base_nodes} nodes, measured in this run")
+    base: dict[str, float] | None = None
+    with tempfile.TemporaryDirectory(prefix="cluster-plan-growth-") as folder:
+        for nodes in sizes:
+            f = measure(nodes, Path(folder), playbooks)
+            base = base or f
+            # a row as soon as it is measured: a long sweep stopped later keeps what it had
+            print(
+                f"{nodes:5d} {f['up']:9.1f} {f['up'] / nodes:6.2f} {f['first']:11.1f} "
+                f"{f['first'] / nodes:6.2f} {f['rerun']:9.1f} {f['rerun'] / nodes:6.2f} "
+                f"{int(f['changed']):7d} {f['first'] / base['first']:7.2f} "
+                f"{os.getloadavg()[0]:5.1f}",
+                flush=True,
+            )
+    print(f"x base: first converge against the first size ({sizes[0]} nodes), this run")
     return 0
 
 
