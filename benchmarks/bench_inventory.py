@@ -44,8 +44,12 @@ def measure(argv: list[str], cwd: Path) -> tuple[float, float]:
     return best, peak
 
 
-def static_inventory(expanded: dict, path: Path) -> None:
+def static_inventory(plan: Path, path: Path) -> None:
     """The baseline: the same host names, only ansible_host, no groups, one INI line each."""
+    expanded = json.loads(
+        subprocess.run([str(BIN / "cluster-plan"), "expand", "--format", "json", str(plan)],
+                       capture_output=True, text=True, check=True).stdout
+    )  # fmt: skip
     path.write_text(
         "".join(f"{name} ansible_host={h['address']}\n" for name, h in expanded["hosts"].items())
     )
@@ -63,15 +67,13 @@ def size_run(size: int, work: Path) -> None:
     cli = [str(BIN / "cluster-plan")]
     print(f"{size} GPU hosts (+4 others):")
     print(row("cluster-plan lock (first)", *measure([*cli, "lock", str(plan)], work)))
-    expanded = json.loads(
-        subprocess.run([*cli, "expand", "--format", "json", str(plan)], capture_output=True,
-                       text=True, check=True).stdout
-    )  # fmt: skip
     print(row("cluster-plan expand --format json", *measure(
         [*cli, "expand", "--format", "json", str(plan)], work)))  # fmt: skip
     print(row("cluster-plan expand (YAML)", *measure([*cli, "expand", str(plan)], work)))
     static = work / f"static{size}.ini"
-    static_inventory(expanded, static)
+    # Written by a child: Linux carries a process's peak RSS across fork and exec into its
+    # children's maxrss, so this process must never hold a large expansion itself.
+    subprocess.run([sys.executable, __file__, "--static", str(plan), str(static)], check=True)
     (work / "play.yml").write_text(PLAY)
     playbook = [str(BIN / "ansible-playbook"), "--list-hosts", str(work / "play.yml")]
     base, base_mib = measure([*playbook, "-i", str(static)], work)
@@ -91,4 +93,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--static"]:
+        static_inventory(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main()
