@@ -183,6 +183,26 @@ class Acceptance(TypedDict):
     gpu: GpuAcceptance
 
 
+class Retention(TypedDict):
+    daily: int
+    weekly: int
+    monthly: int
+
+
+class BackupTarget(TypedDict):
+    host: str  # a plan host
+    path: str  # one repository per node under it: PATH/HOST
+
+
+class Backups(TypedDict):
+    schedule: str  # systemd OnCalendar
+    retention: Retention
+    target: BackupTarget
+    offsite: BackupTarget | None  # a second, independent copy
+    sources: list[str]
+    restore_test: bool
+
+
 class Lab(TypedDict):
     rate_scale: float  # lab links run at plan speed times this
 
@@ -214,7 +234,7 @@ class ExpandedPlan(TypedDict):
     scheduler: Scheduler | None
     node_groups: dict[str, dict[str, Any]]  # as in the plan with defaults, without `nodes`
     storage: dict[str, Any]  # local, nfs, ceph (None when not planned)
-    backups: dict[str, Any] | None
+    backups: Backups | None
     packages: Packages
     access: Access
     acceptance: Acceptance

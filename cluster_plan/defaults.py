@@ -90,6 +90,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "backups.retention.monthly": 0,
     "backups.sources": [],
     "backups.restore_test": True,
+    "backups.offsite": None,
     "packages": {},
     "packages.proxy": None,
     "packages.mirror": None,
