@@ -148,6 +148,9 @@ def lab() -> Iterator[Lab]:
     except BaseException:
         patch.undo()
         raise
+    # backup passphrases of the session's nodes live and die with the lab (lab down removes
+    # its run directory), never in the tester's home
+    patch.setenv("CLUSTER_PLAN_SECRETS_DIR", str(for_plan(expanded).run_dir / "secrets"))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     with session_claim(lab_id):
         try:
