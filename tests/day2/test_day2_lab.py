@@ -1,0 +1,399 @@
+"""Day-2 operations proven on the lab: drift detection and backups with a proven restore.
+
+The lab is the session lab of `cluster_plan.lab.pytest_plugin` ($CLUSTER_PLAN_LAB_ID,
+default `test`); this module converges site.yml on it once and checks a second run changes
+nothing. Every command on a node runs through `cluster-plan lab run` (nsenter), every SSH
+connection through the lab's admin namespace: nothing leaves the lab.
+
+Drift: a fresh converge has none; six hand changes on six hosts are exactly six findings on
+those hosts; site.yml puts them right; a node taken down is reported unreachable.
+Backups: a snapshot per node that the backup host cannot read; slurmctld's state and the
+munge key lost and restored with the queue intact; one file restored alone; back-dated
+snapshots pruned as the plan's retention says; a corrupted segment fails the drill, the unit
+and `cluster-plan backup status`.
+
+CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
+is (no session lab, no first converge): quick iterations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_plan.api import load_expanded
+from cluster_plan.lab.pytest_plugin import lab  # noqa: F401  (the session lab)
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
+BIN = Path(sys.executable).parent
+CONVERGE_TIMEOUT_S = 1800
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
+SIX = {
+    ("cpu01", "address", "compute"),
+    ("stor01", "mtu", "storage"),
+    ("gpu02", "service", "slurmd"),
+    ("infer01", "file", "/etc/slurm/cgroup.conf"),
+    ("gpu01", "package-hold", "slurm-client"),
+    ("stor02", "nftables", "inet cluster_plan"),
+}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1"}
+
+
+def run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv),
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    hosts: dict[str, dict[str, int]] = {}
+    for host, ok, changed, unreachable, failed in RECAP.findall(output):
+        row = hosts.setdefault(host, {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0})
+        for key, value in zip(row, (ok, changed, unreachable, failed), strict=True):
+            row[key] += int(value)
+    return hosts
+
+
+@dataclass
+class Day2:
+    expanded: dict[str, Any]
+    first: subprocess.CompletedProcess[str] | None
+    second: subprocess.CompletedProcess[str] | None
+    timings: dict[str, float]
+
+    def sh(self, host: str, script: str, timeout: float = 300, check: bool = True) -> str:
+        done = run(
+            str(BIN / "cluster-plan"),
+            "lab",
+            "run",
+            str(PLAN),
+            host,
+            "--",
+            "sh",
+            "-c",
+            script,
+            timeout=timeout,
+        )
+        if check:
+            assert done.returncode == 0, f"{host}: {script}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
+        done = run(str(BIN / "cluster-plan"), *args, timeout=timeout)
+        self.timings.setdefault(args[0], time.monotonic() - started)
+        return done
+
+    def drift(self) -> tuple[int, dict[str, Any]]:
+        done = self.cli("drift", str(PLAN), "--format", "json")
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, json.loads(done.stdout)
+
+    def playbook(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run(
+            str(BIN / "ansible-playbook"), "-i", str(PLAN), *args, timeout=CONVERGE_TIMEOUT_S
+        )
+
+    def controller(self) -> str:
+        return str(self.expanded["groups"]["slurm_controller"][0])
+
+    def backup_host(self) -> str:
+        return str(self.expanded["backups"]["target"]["host"])
+
+
+@pytest.fixture(scope="module")
+def day2(request: pytest.FixtureRequest) -> Day2:
+    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
+        if (
+            os.geteuid() != 0
+            or run(str(BIN / "cluster-plan"), "lab", "status", str(PLAN)).returncode != 0
+        ):
+            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1 but no lab is up under this id")
+        return Day2(load_expanded(str(PLAN)), None, None, {})
+    request.getfixturevalue("lab")  # the session lab; exports the lab id and secrets dir
+    cluster = Day2(load_expanded(str(PLAN)), None, None, {})
+    cluster.first = cluster.playbook("site.yml")
+    cluster.second = cluster.playbook("site.yml")
+    return cluster
+
+
+@pytest.fixture
+def converged(day2: Day2) -> Day2:
+    if day2.first is not None and day2.first.returncode != 0:
+        pytest.fail("site.yml failed on the lab:\n" + day2.first.stdout[-6000:])
+    return day2
+
+
+def test_site_converges_and_a_second_run_changes_nothing(converged: Day2) -> None:
+    if converged.second is None:
+        pytest.skip("the lab was converged before this run (CLUSTER_PLAN_LAB_CONVERGED=1)")
+    assert converged.second.returncode == 0, converged.second.stdout[-4000:]
+    rows = recap(converged.second.stdout)
+    assert set(rows) == set(converged.expanded["hosts"])
+    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}
+
+
+# --- drift --------------------------------------------------------------------------------
+
+
+def test_a_freshly_converged_lab_has_no_drift(converged: Day2) -> None:
+    code, report = converged.drift()
+    assert report["findings"] == [] and code == 0
+    assert report["reachable"] == report["hosts"] == len(converged.expanded["hosts"])
+
+
+def test_a_downed_node_is_reported_unreachable(converged: Day2) -> None:
+    fault = ("lab", "fault", str(PLAN), "gpu02")
+    assert converged.cli(*fault, "--down").returncode == 0
+    try:
+        code, report = converged.drift()
+    finally:
+        assert converged.cli(*fault, "--clear").returncode == 0
+    assert code == 1
+    assert [(f["host"], f["check"]) for f in report["findings"]] == [("gpu02", "unreachable")]
+    assert report["findings"][0]["found"]  # the reason, in words
+
+
+def _make_six_changes(cluster: Day2) -> None:
+    compute = cluster.expanded["hosts"]["cpu01"]["interfaces"]["compute"]
+    dev, cidr = compute["device"], f"{compute['address']}/{compute['prefixlen']}"
+    cluster.sh("cpu01", f"ip addr del {cidr} dev {dev} && ip addr add 10.41.0.99/24 dev {dev}")
+    storage = cluster.expanded["hosts"]["stor01"]["interfaces"]["storage"]["device"]
+    cluster.sh("stor01", f"ip link set dev {storage} mtu 1500")
+    cluster.sh("gpu02", "systemctl stop slurmd")
+    cluster.sh("infer01", "echo '# edited by hand' >> /etc/slurm/cgroup.conf")
+    cluster.sh("gpu01", "apt-mark unhold slurm-client")
+    cluster.sh("stor02", "nft add rule inet cluster_plan input tcp dport 9999 accept")
+
+
+def test_six_hand_changes_are_found_on_their_hosts_and_site_yml_fixes_them(
+    converged: Day2,
+) -> None:
+    _make_six_changes(converged)
+    code, report = converged.drift()
+    found = {(f["host"], f["check"], f["subject"]) for f in report["findings"]}
+    assert (code, found) == (1, SIX), json.dumps(report["findings"], indent=1)
+    assert len(report["findings"]) == 6
+    fixed = converged.playbook("site.yml")
+    assert fixed.returncode == 0, fixed.stdout[-4000:]
+    changed = {h for h, r in recap(fixed.stdout).items() if r["changed"]}
+    assert {h for h, _, _ in SIX} <= changed
+    # slurmd on gpu02 and infer01 registers again within seconds of its restart
+    for _ in range(10):
+        code, report = converged.drift()
+        if code == 0:
+            break
+        time.sleep(6)
+    assert (code, report["findings"]) == (0, [])
+
+
+# --- backups ------------------------------------------------------------------------------
+
+
+def start_backup(host: str) -> subprocess.CompletedProcess[str]:
+    """What the timer does: start the backup unit, and wait for it (a oneshot)."""
+    return run(
+        str(BIN / "cluster-plan"),
+        "lab",
+        "run",
+        str(PLAN),
+        host,
+        "--",
+        "systemctl",
+        "start",
+        "cluster-plan-backup.service",
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def backed_up(day2: Day2) -> Iterator[dict[str, Any]]:
+    """A pending job and a canary file, then every node's backup timer run once."""
+    if day2.first is not None and day2.first.returncode != 0:
+        pytest.fail("site.yml failed on the lab")
+    controller = day2.controller()
+    job = (
+        day2.sh(controller, "cd /tmp && sbatch --parsable --begin=now+7days -t 1 --wrap 'sleep 1'")
+        .strip()
+        .split(";")[0]
+    )
+    token = secrets.token_hex(16)
+    day2.sh("gpu01", f"echo 'canary {token}' > /etc/cluster-plan-canary")
+    started = time.monotonic()
+    hosts = list(day2.expanded["hosts"])
+    with ThreadPoolExecutor(len(hosts)) as pool:
+        runs = dict(zip(hosts, pool.map(start_backup, hosts), strict=True))
+    seconds = time.monotonic() - started
+    failed = {h: r.stderr[-500:] for h, r in runs.items() if r.returncode != 0}
+    assert failed == {}, failed
+    try:
+        yield {"job": job, "token": token, "seconds": seconds}
+    finally:
+        day2.sh(controller, f"scancel {job}", check=False)
+
+
+def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
+    day2: Day2, backed_up: dict[str, Any]
+) -> None:
+    for host in day2.expanded["hosts"]:
+        archives = day2.sh(host, "cluster-plan-backup borg list --short").split()
+        assert any(a.startswith(f"{host}-") for a in archives), (host, archives)
+    archive = day2.sh("gpu01", "cluster-plan-backup borg list --short --last 1").strip()
+    held = day2.sh(
+        "gpu01", f"cluster-plan-backup borg extract --stdout ::{archive} etc/cluster-plan-canary"
+    )
+    assert backed_up["token"] in held  # the snapshot holds it ...
+    path = day2.expanded["backups"]["target"]["path"]
+    found = day2.sh(day2.backup_host(), f"grep -rl {backed_up['token']} {path}; echo rc=$?")
+    assert found.strip() == "rc=1"  # ... and the backup host cannot read it
+    status = day2.cli("backup", "status", str(PLAN), "--format", "json")
+    report = json.loads(status.stdout)
+    assert (status.returncode, report["findings"]) == (0, [])
+    assert {r["host"] for r in report["hosts"] if r["drill_ok"]} == set(day2.expanded["hosts"])
+
+
+def test_slurmctld_state_and_munge_key_come_back_with_the_queue(
+    day2: Day2, backed_up: dict[str, Any]
+) -> None:
+    controller, job = day2.controller(), backed_up["job"]
+    key_before = day2.sh(controller, "sha256sum /etc/munge/munge.key").split()[0]
+    state = "/var/lib/slurm/slurmctld"
+    day2.sh(controller, f"systemctl stop slurmctld && rm -rf {state} /etc/munge/munge.key")
+    restored = day2.playbook(
+        "playbooks/restore.yml",
+        "-l",
+        controller,
+        "-e",
+        json.dumps({"backup_restore_names": ["munge", "slurmctld"]}),
+    )
+    assert restored.returncode == 0, restored.stdout[-4000:]
+    assert day2.sh(controller, "sha256sum /etc/munge/munge.key").split()[0] == key_before
+    day2.sh(
+        controller,
+        "for i in $(seq 30); do scontrol ping | grep -q UP && exit 0; sleep 2; done; exit 1",
+    )
+    assert day2.sh(controller, f"squeue -h -j {job} -o %T").strip() == "PENDING"
+    new = (
+        day2.sh(controller, "cd /tmp && sbatch --parsable --begin=now+7days -t 1 --wrap 'sleep 1'")
+        .strip()
+        .split(";")[0]
+    )
+    day2.sh(controller, f"scancel {new}")
+    assert int(new) > int(job)  # the job id counter did not start again
+
+
+def test_one_file_is_restored_alone(day2: Day2, backed_up: dict[str, Any]) -> None:
+    before = day2.sh("gpu02", "cat /etc/issue")
+    day2.sh("gpu02", "rm /etc/issue && echo later > /etc/cluster-plan-after-backup")
+    restored = day2.playbook(
+        "playbooks/restore.yml",
+        "-l",
+        "gpu02",
+        "-e",
+        json.dumps({"backup_restore_paths": ["/etc/issue"]}),
+    )
+    assert restored.returncode == 0, restored.stdout[-4000:]
+    assert day2.sh("gpu02", "cat /etc/issue") == before
+    # nothing else came back from the snapshot: a file made after it is still there
+    assert day2.sh("gpu02", "cat /etc/cluster-plan-after-backup") == "later\n"
+    day2.sh("gpu02", "rm /etc/cluster-plan-after-backup")
+
+
+# Back-dated snapshots (2020, ISO weeks W05 to W09) and the plan's retention, daily 7 and
+# weekly 4. borg keeps the newest snapshot of each of the 7 newest days (today's run and
+# 2020-02-24..29, the later one on the 29th), then the newest of each of the 4 next weeks not
+# already kept: W08 (23rd), W07 (16th), W06 (9th), W05 (2nd).
+BACKDATED = [
+    "2020-01-19T02:00:00",
+    "2020-01-26T02:00:00",
+    "2020-02-02T02:00:00",
+    "2020-02-09T02:00:00",
+    "2020-02-10T02:00:00",
+    "2020-02-16T02:00:00",
+    "2020-02-22T02:00:00",
+    "2020-02-23T02:00:00",
+    "2020-02-24T02:00:00",
+    "2020-02-25T02:00:00",
+    "2020-02-26T02:00:00",
+    "2020-02-27T02:00:00",
+    "2020-02-28T02:00:00",
+    "2020-02-29T02:00:00",
+    "2020-02-29T14:00:00",
+]
+KEPT = {
+    "2020-02-02T02:00:00",
+    "2020-02-09T02:00:00",
+    "2020-02-16T02:00:00",
+    "2020-02-23T02:00:00",
+    "2020-02-24T02:00:00",
+    "2020-02-25T02:00:00",
+    "2020-02-26T02:00:00",
+    "2020-02-27T02:00:00",
+    "2020-02-28T02:00:00",
+    "2020-02-29T14:00:00",
+}
+
+
+def test_back_dated_snapshots_are_pruned_as_the_plan_says(
+    day2: Day2, backed_up: dict[str, Any]
+) -> None:
+    assert day2.expanded["backups"]["retention"] == {"daily": 7, "weekly": 4, "monthly": 0}
+    host = "cpu01"
+    script = " && ".join(
+        f"cluster-plan-backup borg create --timestamp {t} ::{host}-{t} /etc/hostname"
+        for t in BACKDATED
+    )
+    day2.sh(host, script, timeout=900)
+    assert start_backup(host).returncode == 0
+    names = day2.sh(host, "cluster-plan-backup borg list --short").split()
+    old = {n.removeprefix(f"{host}-") for n in names if n.startswith(f"{host}-2020-")}
+    current = [n for n in names if not n.startswith(f"{host}-2020-")]
+    assert old == KEPT
+    assert len(current) == 1  # today's: the newest of the day; earlier runs today are pruned
+
+
+def test_a_corrupted_segment_fails_the_drill_and_backup_status(
+    day2: Day2, backed_up: dict[str, Any]
+) -> None:
+    repo = f"{day2.expanded['backups']['target']['path']}/gpu01"
+    # the largest data segment holds the snapshot's file contents: overwrite 64 bytes inside
+    day2.sh(
+        day2.backup_host(),
+        f"seg=$(ls -S {repo}/data/*/* | head -1) && size=$(stat -c %s "
+        '"$seg") && head -c 64 /dev/urandom | dd of="$seg" bs=1 '
+        "seek=$((size / 2)) conv=notrunc status=none",
+    )
+    assert start_backup("gpu01").returncode != 0  # the unit failed
+    failed = day2.sh("gpu01", "systemctl is-failed cluster-plan-backup.service", check=False)
+    assert failed.strip() == "failed"
+    status = day2.cli("backup", "status", str(PLAN), "--hosts", "gpu01", "--format", "json")
+    report = json.loads(status.stdout)
+    assert status.returncode == 1
+    assert [(f["host"], f["check"]) for f in report["findings"]] == [("gpu01", "drill")]
+    assert report["findings"][0]["found"].startswith("failed: ")
