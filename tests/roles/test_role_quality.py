@@ -1,4 +1,4 @@
-"""roles/common and roles/slurm: lint clean, syntax valid, specs complete, READMEs current."""
+"""roles/common, roles/slurm and roles/backup: lint clean, syntax valid, specs complete, READMEs current."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-ROLES = ["common", "slurm"]
-PLAYBOOKS = ["playbooks/common.yml", "playbooks/slurm.yml"]
+ROLES = ["common", "slurm", "backup"]
+PLAYBOOKS = [
+    "playbooks/common.yml",
+    "playbooks/slurm.yml",
+    "playbooks/backup.yml",
+    "playbooks/restore.yml",
+]
 
 
 def run(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
@@ -82,4 +87,12 @@ def test_argument_spec_defaults_are_the_role_defaults(role):
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text())
     specs = yaml.safe_load((ROOT / "roles" / role / "meta/argument_specs.yml").read_text())
     options = specs["argument_specs"]["main"]["options"]
+    assert {k: o.get("default") for k, o in options.items()} == defaults
+
+
+def test_the_restore_entry_point_has_its_own_defaults_and_specs():
+    """playbooks/restore.yml runs tasks_from restore with defaults_from restore."""
+    defaults = yaml.safe_load((ROOT / "roles/backup/defaults/restore.yml").read_text())
+    specs = yaml.safe_load((ROOT / "roles/backup/meta/argument_specs.yml").read_text())
+    options = specs["argument_specs"]["restore"]["options"]
     assert {k: o.get("default") for k, o in options.items()} == defaults
