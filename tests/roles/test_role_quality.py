@@ -1,4 +1,4 @@
-"""roles/common, roles/slurm and roles/backup: lint clean, syntax valid, specs complete, READMEs current."""
+"""roles/common, slurm and backup: lint clean, syntax valid, specs complete, READMEs current."""
 
 from __future__ import annotations
 
