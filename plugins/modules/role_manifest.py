@@ -203,8 +203,10 @@ def main() -> None:
     path = os.path.join(module.params["dir"], f"{module.params['role']}.json")
     if problems and not module.check_mode:
         module.fail_json(msg="; ".join(problems), manifest=manifest, path=path)
+    for problem in problems:  # check mode: what is not installed yet is no failure
+        module.warn(problem)
     changed = write_if_changed(path, manifest, module.check_mode)
-    module.exit_json(changed=changed, manifest=manifest, path=path, warnings=problems)
+    module.exit_json(changed=changed, manifest=manifest, path=path)
 
 
 if __name__ == "__main__":
