@@ -42,7 +42,7 @@ def test_links_carry_each_networks_address_and_mtu() -> None:
     links = parsers.parse_links(recorded("links-gpu01")["stdout"])
     assert links["compute"]["mtu"] == 9000 and links["storage"]["mtu"] == 9000
     assert links["mgmt"]["mtu"] == 1500
-    assert links["compute"]["addresses"] == ["10.41.0.11/24"]
+    assert links["compute"]["addresses"] == ["10.41.0.2/24"]  # the lock's, for gpu01
     assert links["mgmt"]["addresses"] == ["10.40.0.11/24"]
     assert links["lo"]["addresses"] == ["127.0.0.1/8"]
     assert all(link["up"] for link in links.values())
