@@ -34,7 +34,14 @@ class _ConnectErrors(BaseStateCallback):
 
     @staticmethod
     def host_connect_error(state: State, host: Any, error: Any) -> None:
-        _ConnectErrors.reasons[host.name] = str(error.args[0] if error.args else error)
+        reason = str(error.args[0] if error.args else error)
+        if any(words in reason for words in _NO_SSH):
+            reason += ": the connection closed before SSH began (host down, or port closed)"
+        _ConnectErrors.reasons[host.name] = reason
+
+
+# paramiko's words when the proxy or the TCP connection ends before the SSH handshake
+_NO_SSH = ("No existing session", "Error reading SSH protocol banner")
 
 
 def gather(request: dict[str, Any]) -> dict[str, Any]:

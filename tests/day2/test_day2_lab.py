@@ -261,6 +261,9 @@ def backed_up(day2: Day2) -> Iterator[dict[str, Any]]:
 def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
     day2: Day2, backed_up: dict[str, Any]
 ) -> None:
+    path = day2.expanded["backups"]["target"]["path"]
+    repositories = day2.sh(day2.backup_host(), f"ls {path}").split()
+    assert sorted(repositories) == sorted(day2.expanded["hosts"])  # one per node
     for host in day2.expanded["hosts"]:
         archives = day2.sh(host, "cluster-plan-backup borg list --short").split()
         assert any(a.startswith(f"{host}-") for a in archives), (host, archives)
@@ -269,7 +272,6 @@ def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
         "gpu01", f"cluster-plan-backup borg extract --stdout ::{archive} etc/cluster-plan-canary"
     )
     assert backed_up["token"] in held  # the snapshot holds it ...
-    path = day2.expanded["backups"]["target"]["path"]
     found = day2.sh(day2.backup_host(), f"grep -rl {backed_up['token']} {path}; echo rc=$?")
     assert found.strip() == "rc=1"  # ... and the backup host cannot read it
     status = day2.cli("backup", "status", str(PLAN), "--format", "json")
@@ -376,6 +378,28 @@ def test_back_dated_snapshots_are_pruned_as_the_plan_says(
     current = [n for n in names if not n.startswith(f"{host}-2020-")]
     assert old == KEPT
     assert len(current) == 1  # today's: the newest of the day; earlier runs today are pruned
+
+
+def test_an_offsite_target_gets_its_own_copy(day2: Day2, backed_up: dict[str, Any]) -> None:
+    """The plan's `offsite` (given here as the role's view of the plan, backup_plan): a
+    second repository on another host, backed up and drilled on its own."""
+    plan = dict(day2.expanded["backups"], offsite={"host": "stor03", "path": "/srv/offsite"})
+    hosts = "gpu02,stor03"
+    try:
+        set_up = day2.playbook(
+            "playbooks/backup.yml", "-l", hosts, "-e", json.dumps({"backup_plan": plan})
+        )
+        assert set_up.returncode == 0, set_up.stdout[-4000:]
+        assert start_backup("gpu02").returncode == 0
+        offsite = day2.sh("gpu02", "cluster-plan-backup borg --repository offsite list --short")
+        assert offsite.split() and offsite.split()[-1].startswith("gpu02-")
+        assert day2.sh("stor03", "ls /srv/offsite").split() == ["gpu02", "stor03"]
+        status = json.loads(day2.sh("gpu02", "cluster-plan-backup status"))
+        assert status["expected"] == ["target", "offsite"]
+        assert [status["drills"][r]["ok"] for r in ("target", "offsite")] == [True, True]
+    finally:
+        back = day2.playbook("playbooks/backup.yml", "-l", hosts)  # the plan's own backups
+        assert back.returncode == 0, back.stdout[-4000:]
 
 
 def test_a_corrupted_segment_fails_the_drill_and_backup_status(
