@@ -231,3 +231,15 @@ def test_status_reports_the_last_results_and_the_allowed_age(
     assert status["expected"] == ["target"]
     if status["max_age_s"] is not None:  # systemd-analyze is there (Debian 12 has it)
         assert status["max_age_s"] == 86400 + 1800 + 3600
+
+
+def test_borgs_own_words_without_its_traceback() -> None:
+    # borg extract's stderr on gpu01 after the lab test corrupted a segment of its repository
+    stderr = (FIXTURES / "borg-extract-corrupted.txt").read_text()
+    assert backup.borg_error(stderr) == (
+        "Data integrity error: Segment entry checksum mismatch [segment 2, offset 272658]"
+    )
+    assert backup.borg_error("Repository /srv/backup/x does not exist.\n") == (
+        "Repository /srv/backup/x does not exist."
+    )
+    assert backup.borg_error("") == "no message"

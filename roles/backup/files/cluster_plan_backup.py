@@ -177,9 +177,26 @@ def borg_ok(
     `create` a file that changed while it was read, but in `check` and `extract` a problem."""
     done = borg(cfg, repo, args, cwd)
     if done.returncode != 0 and (done.returncode != 1 or not warnings_ok):
-        tail = " ".join(done.stderr.strip().splitlines()[-3:])
-        raise BackupError(f"borg {args[0]} on {repo.name} failed ({done.returncode}): {tail}")
+        words = borg_error(done.stderr)
+        raise BackupError(f"borg {args[0]} on {repo.name} failed ({done.returncode}): {words}")
     return done.stdout
+
+
+_EXCEPTION = re.compile(r"^[\w.]+(Error|Exception): ")
+_BORG_FOOTER = ("Traceback", "Platform:", "Linux:", "Borg:", "PID:", "sys.argv:", "SSH_ORIG")
+
+
+def borg_error(stderr: str) -> str:
+    """borg's own words for a failure, without the traceback and platform footer it prints."""
+    lines = [
+        line.strip()
+        for line in stderr.splitlines()
+        if line.strip()
+        and not line.startswith((" ", *_BORG_FOOTER))
+        and not _EXCEPTION.match(line)  # the traceback's last line repeats the message
+    ]
+    errors = [line for line in lines if "rror" in line or "mismatch" in line]
+    return (errors or lines or ["no message"])[0]
 
 
 def retention_args(retention: dict[str, int]) -> list[str]:
@@ -467,8 +484,8 @@ def init(cfg: Config) -> int:
         elif "already exists" in done.stderr:
             print(f"{repo.name} repository exists")
         else:
-            tail = " ".join(done.stderr.strip().splitlines()[-3:])
-            raise BackupError(f"borg init on {repo.name} failed ({done.returncode}): {tail}")
+            words = borg_error(done.stderr)
+            raise BackupError(f"borg init on {repo.name} failed ({done.returncode}): {words}")
     return 0
 
 
