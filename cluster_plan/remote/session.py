@@ -46,6 +46,43 @@ def parse_results(data: Any, hosts: list[str]) -> dict[str, HostFacts]:
     return results
 
 
+def run_gatherer(request: dict[str, Any], timeout_s: float = GATHER_TIMEOUT_S) -> Any:
+    """Run `python -m cluster_plan.remote.gather` on one request; its JSON answer."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster_plan.remote.gather"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "PYTHONPATH": path},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GatherError(f"gathering facts took over {timeout_s:.0f}s") from None
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])
+        raise GatherError(f"the gatherer failed ({done.returncode}): {tail}")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise GatherError("the gatherer printed something other than JSON") from None
+
+
+def lab_down(expanded: ExpandedPlan) -> str | None:
+    """Why no host of a lab plan can be reached (its lab is not up), else None."""
+    if expanded["lab"] is None:
+        return None
+    from cluster_plan.lab.names import for_plan
+
+    names = for_plan(expanded)
+    if Path("/run/netns", names.admin_ns).exists():
+        return None
+    return f"the lab '{names.lab}' is not up (cluster-plan lab up PLAN)"
+
+
 def gather(
     expanded: ExpandedPlan,
     plan_path: str,
@@ -56,32 +93,13 @@ def gather(
 ) -> dict[str, HostFacts]:
     """Run collector ``collect`` on every host (or ``hosts``) in parallel."""
     chosen = hosts if hosts is not None else list(expanded["hosts"])
+    if reason := lab_down(expanded):
+        return {name: HostFacts(False, reason=reason) for name in chosen}
     with tempfile.TemporaryDirectory(prefix="cluster-plan-remote-") as workdir:
         request = {
             "hosts": pyinfra_hosts(expanded, plan_path, Path(workdir), chosen),
             "collect": collect,
             "options": options or {},
         }
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)}  # fmt: skip
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "cluster_plan.remote.gather"],
-                input=json.dumps(request),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=env,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise GatherError(f"gathering facts took over {timeout_s:.0f}s") from None
-    if done.returncode != 0:
-        tail = " ".join(done.stderr.strip().splitlines()[-3:])
-        raise GatherError(f"the gatherer failed ({done.returncode}): {tail}")
-    try:
-        data = json.loads(done.stdout)
-    except ValueError:
-        raise GatherError("the gatherer printed something other than JSON") from None
+        data = run_gatherer(request, timeout_s)
     return parse_results(data, chosen)

@@ -16,6 +16,7 @@ from ansible_output import plain
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
 from cluster_plan.remote.connection import connection_vars, pyinfra_hosts, ssh_config_options
+from cluster_plan.remote.session import parse_results, run_gatherer
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -89,3 +90,31 @@ def test_drift_and_backup_status_refuse_unknown_hosts_and_plans_without_backups(
     (tmp_path / "cluster.lock.json").write_text(PLAN.with_name("cluster.lock.json").read_text())
     assert cli.main(["backup", "status", str(plan)]) == 2
     assert "no backups section" in capsys.readouterr().err
+
+
+def test_a_lab_that_is_not_up_makes_every_host_unreachable_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", "no-such-lab")
+    assert cli.main(["drift", str(PLAN), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["reachable"] == 0
+    assert {f["found"] for f in report["findings"]} == {
+        "the lab 'no-such-lab' is not up (cluster-plan lab up PLAN)"
+    }
+    assert len(report["findings"]) == len(load_expanded(PLAN)["hosts"])
+
+
+def test_the_gatherer_reports_a_host_it_cannot_reach_without_a_traceback(tmp_path: Path) -> None:
+    """The real child process (gevent, pyinfra, paramiko) against a proxy that fails at once:
+    nothing leaves this machine."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n    ProxyCommand sh -c 'echo no route >&2; exit 1'\n")
+    host = {"ssh_hostname": "node.invalid", "ssh_user": "root", "ssh_port": 22,
+            "ssh_config_file": str(config), "ssh_known_hosts_file": "/dev/null",
+            "ssh_strict_host_key_checking": "no", "ssh_look_for_keys": False,
+            "ssh_allow_agent": False, "ssh_connect_retries": 0}  # fmt: skip
+    request = {"hosts": {"a": host, "b": host}, "collect": "drift", "options": {}}
+    results = parse_results(run_gatherer(request, timeout_s=120), ["a", "b"])
+    assert [r.reachable for r in results.values()] == [False, False]
+    assert all(r.reason and "SSH" in r.reason for r in results.values()), results
