@@ -382,6 +382,10 @@ def write_status(cfg: Config, status: dict[str, Any]) -> None:
     os.replace(tmp, cfg.status_file)
 
 
+# what a failed run keeps of the last good one, so that the age of the last snapshot shows
+KEPT_ON_FAILURE = ("archive", "time", "original_size", "deduplicated_size", "files")
+
+
 def run_backup(cfg: Config) -> int:
     status = read_status(cfg)
     status["host"] = cfg.host
@@ -398,14 +402,13 @@ def run_backup(cfg: Config) -> int:
         started = time.time()
         entry: dict[str, Any] = {"attempt": started}
         try:
-            entry.update(create(cfg, repo, declarations), ok=not hook_errors,
-                         error="; ".join(hook_errors) or None)  # fmt: skip
-            entry["seconds"] = round(time.time() - started, 3)
+            entry.update(create(cfg, repo, declarations))
+            entry.update(ok=not hook_errors, error="; ".join(hook_errors) or None)
             prune(cfg, repo)
+            entry["seconds"] = round(time.time() - started, 3)  # create, prune and compact
         except BackupError as exc:
             previous = repos.get(repo.name, {})
-            entry.update({k: previous[k] for k in ("archive", "time", "original_size",
-                          "deduplicated_size", "files") if k in previous})  # fmt: skip
+            entry.update({k: previous[k] for k in KEPT_ON_FAILURE if k in previous})
             entry.update(ok=False, error=str(exc))
         repos[repo.name] = entry
         failed |= not entry["ok"]
