@@ -264,6 +264,13 @@ def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
     path = day2.expanded["backups"]["target"]["path"]
     repositories = day2.sh(day2.backup_host(), f"ls {path}").split()
     assert sorted(repositories) == sorted(day2.expanded["hosts"])  # one per node
+    timer = day2.sh(
+        "gpu01",
+        "systemctl show cluster-plan-backup.timer -p TimersCalendar "
+        "-p Persistent -p RandomizedDelayUSec",
+    )
+    assert "OnCalendar=*-*-* 02:00:00" in timer and "Persistent=yes" in timer
+    assert "RandomizedDelayUSec=30min" in timer
     for host in day2.expanded["hosts"]:
         archives = day2.sh(host, "cluster-plan-backup borg list --short").split()
         assert any(a.startswith(f"{host}-") for a in archives), (host, archives)
@@ -313,6 +320,11 @@ def test_slurmctld_state_and_munge_key_come_back_with_the_queue(
 def test_one_file_is_restored_alone(day2: Day2, backed_up: dict[str, Any]) -> None:
     before = day2.sh("gpu02", "cat /etc/issue")
     day2.sh("gpu02", "rm /etc/issue && echo later > /etc/cluster-plan-after-backup")
+    wanted = json.dumps({"backup_restore_paths": ["/etc/issue"]})
+    preview = day2.playbook("playbooks/restore.yml", "--check", "-l", "gpu02", "-e", wanted)
+    assert preview.returncode == 0, preview.stdout[-4000:]
+    assert "would_restore" in preview.stdout and "/etc/issue" in preview.stdout
+    assert day2.sh("gpu02", "test -e /etc/issue; echo $?").strip() == "1"  # --check changed nothing
     restored = day2.playbook(
         "playbooks/restore.yml",
         "-l",
@@ -325,6 +337,32 @@ def test_one_file_is_restored_alone(day2: Day2, backed_up: dict[str, Any]) -> No
     # nothing else came back from the snapshot: a file made after it is still there
     assert day2.sh("gpu02", "cat /etc/cluster-plan-after-backup") == "later\n"
     day2.sh("gpu02", "rm /etc/cluster-plan-after-backup")
+
+
+def test_a_passphrase_is_never_replaced(day2: Day2, backed_up: dict[str, Any]) -> None:
+    """The controller's copy is the one to keep: missing, it is taken back from the node; if
+    it differs from the node's, the run stops instead of making the backups unreadable."""
+    root = os.environ.get("CLUSTER_PLAN_SECRETS_DIR") or str(
+        Path.home() / ".config" / "cluster-plan" / "secrets"
+    )
+    kept = Path(root) / day2.expanded["cluster"]["name"] / "gpu02.passphrase"
+    original = kept.read_text()
+    on_node = "cat /var/lib/cluster-plan-backup/passphrase"
+    try:
+        kept.unlink()
+        taken_back = day2.playbook("playbooks/backup.yml", "-l", "gpu02")
+        assert taken_back.returncode == 0, taken_back.stdout[-4000:]
+        assert kept.read_text().strip() == day2.sh("gpu02", on_node) == original.strip()
+        assert oct(kept.stat().st_mode & 0o777) == "0o600"
+        assert original.strip() not in taken_back.stdout  # no_log: never printed
+        kept.write_text("not-the-passphrase\n")
+        refused = day2.playbook("playbooks/backup.yml", "-l", "gpu02")
+        assert refused.returncode != 0
+        assert "differs from" in refused.stdout
+        assert day2.sh("gpu02", on_node) == original.strip()  # the node's stays
+    finally:
+        kept.write_text(original)
+        kept.chmod(0o600)
 
 
 # Back-dated snapshots (2020, ISO weeks W05 to W09) and the plan's retention, daily 7 and
