@@ -13,7 +13,7 @@ from cluster_plan.checks.networks import check_capacity, check_networks
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.scheduler import check_scheduler
-from cluster_plan.checks.storage import check_ceph
+from cluster_plan.checks.storage import check_ceph, check_nfs
 from cluster_plan.checks.topology import check_topology
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -25,6 +25,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_accelerators,
     check_scheduler,
     check_ceph,
+    check_nfs,
     check_acceptance,
 )
 

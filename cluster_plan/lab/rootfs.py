@@ -54,6 +54,10 @@ MASKED_UNITS = (
     "systemd-udev-settle.service",
     # Pulled in with nvme-cli (a ceph-osd dependency); there is no NVMe fabric to reach.
     "nvmf-autoconnect.service",
+    # Pulled in with uuid-runtime (ceph-mgr); its PrivateUsers= cannot work in a node, and
+    # libuuid generates UUIDs without the daemon.
+    "uuidd.socket",
+    "uuidd.service",
 )
 SOURCES = f"""deb {MIRROR} {SUITE} main
 deb {MIRROR} {SUITE}-updates main

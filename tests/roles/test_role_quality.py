@@ -12,8 +12,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-ROLES = ["common", "slurm"]
-PLAYBOOKS = ["playbooks/common.yml", "playbooks/slurm.yml"]
+ROLES = ["common", "slurm", "ceph"]
+PLAYBOOKS = ["playbooks/common.yml", "playbooks/slurm.yml", "playbooks/storage.yml"]
 
 
 def run(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:

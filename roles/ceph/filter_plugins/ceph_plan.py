@@ -196,7 +196,11 @@ def ceph_config_options(plan: Plan) -> list[dict[str, str]]:
     if memory.get("bluestore_cache_mib"):
         options += [
             {"who": "osd", "name": "bluestore_cache_autotune", "value": "false"},
-            {"who": "osd", "name": "bluestore_cache_size", "value": memory["bluestore_cache_mib"] * mib},
+            {
+                "who": "osd",
+                "name": "bluestore_cache_size",
+                "value": memory["bluestore_cache_mib"] * mib,
+            },
         ]
     for section, values in sorted((_ceph(plan).get("config") or {}).items()):
         for name, value in sorted(values.items()):

@@ -56,7 +56,9 @@ def rule_matches(steps: list[dict[str, Any]], take: str, kind: str) -> bool:
     )
 
 
-def planned_changes(tree: Tree, buckets: list[dict[str, Any]], rules: list[dict[str, Any]]) -> list[list[str]]:
+def planned_changes(
+    tree: Tree, buckets: list[dict[str, Any]], rules: list[dict[str, Any]]
+) -> list[list[str]]:
     links = {r["take"] for r in rules if len(r.get("racks") or []) > 1}
     steps: list[list[str]] = []
     type_of = dict(tree.type_of)
@@ -80,7 +82,17 @@ def planned_changes(tree: Tree, buckets: list[dict[str, Any]], rules: list[dict[
                 if rack not in tree.children.get(rule["take"], []):
                     steps.append(["osd", "crush", "link", rack, f"root={rule['take']}"])
         if rule["name"] not in tree.rules:
-            steps.append(["osd", "crush", "rule", "create-replicated", rule["name"], rule["take"], rule["type"]])
+            steps.append(
+                [
+                    "osd",
+                    "crush",
+                    "rule",
+                    "create-replicated",
+                    rule["name"],
+                    rule["take"],
+                    rule["type"],
+                ]
+            )
         elif not rule_matches(tree.rules[rule["name"]], rule["take"], rule["type"]):
             raise CephError(
                 f"CRUSH rule {rule['name']} exists with other steps than the plan's "

@@ -22,7 +22,10 @@ options:
   name: {description: File system name., type: str, required: true}
   metadata_pool: {description: Metadata pool., type: str, required: true}
   data_pool: {description: Default data pool., type: str, required: true}
-  standby_count_wanted: {description: Standby MDS daemons wanted (0 silences the warning with one MDS)., type: int, required: true}
+  standby_count_wanted:
+    description: Standby MDS daemons wanted (0 silences the warning with one MDS).
+    type: int
+    required: true
   datasets:
     description: Datasets, each with name and pool.
     type: list
@@ -49,7 +52,9 @@ def fs_steps(module: Any, p: dict[str, Any]) -> list[list[str]]:
         dump = ceph(module, "fs", "get", p["name"])
         standby = dump["mdsmap"].get("standby_count_wanted")
     if standby != p["standby_count_wanted"]:
-        steps.append(["fs", "set", p["name"], "standby_count_wanted", str(p["standby_count_wanted"])])
+        steps.append(
+            ["fs", "set", p["name"], "standby_count_wanted", str(p["standby_count_wanted"])]
+        )
     return steps
 
 
@@ -58,7 +63,10 @@ def subvolume_paths(module: Any, p: dict[str, Any]) -> tuple[list[list[str]], di
     paths of the subvolumes that exist."""
     steps: list[list[str]] = []
     fs = p["name"]
-    groups = {g["name"] for g in ceph(module, "fs", "subvolumegroup", "ls", fs, allow=(errno.ENOENT,)) or []}
+    groups = {
+        g["name"]
+        for g in ceph(module, "fs", "subvolumegroup", "ls", fs, allow=(errno.ENOENT,)) or []
+    }
     if p["datasets"] and GROUP not in groups:
         steps.append(["fs", "subvolumegroup", "create", fs, GROUP])
     have: set[str] = set()
@@ -76,7 +84,15 @@ def subvolume_paths(module: Any, p: dict[str, Any]) -> tuple[list[list[str]], di
         have |= {d["name"] for d in p["datasets"]}
     paths = {
         d["name"]: ceph(
-            module, "fs", "subvolume", "getpath", fs, d["name"], "--group_name", GROUP, as_json=False
+            module,
+            "fs",
+            "subvolume",
+            "getpath",
+            fs,
+            d["name"],
+            "--group_name",
+            GROUP,
+            as_json=False,
         ).strip()
         for d in p["datasets"]
         if d["name"] in have

@@ -45,7 +45,11 @@ def blkid(module: Any, device: str) -> dict[str, str]:
 
 def partitions(module: Any, device: str) -> list[str]:
     rc, out, _ = module.run_command(["lsblk", "-n", "-l", "-o", "NAME,TYPE", device])
-    return [ln.split()[0] for ln in out.splitlines()[1:] if ln.split()[1:] == ["part"]] if rc == 0 else []
+    return (
+        [ln.split()[0] for ln in out.splitlines()[1:] if ln.split()[1:] == ["part"]]
+        if rc == 0
+        else []
+    )
 
 
 def osds_on(module: Any, device: str, mode: str) -> list[dict[str, str]]:
@@ -84,7 +88,10 @@ def inspect(module: Any, device: str, fsid: str, mode: str) -> dict[str, Any]:
         for osd in osds_on(module, real, "raw" if kind == "ceph_bluestore" else "lvm"):
             if osd["fsid"] == fsid:
                 return {"state": "osd", "real": real, "osd": osd, "kind": kind}
-            return {"state": "foreign", "why": f"holds OSD {osd['id']} of another Ceph cluster ({osd['fsid']})"}
+            return {
+                "state": "foreign",
+                "why": f"holds OSD {osd['id']} of another Ceph cluster ({osd['fsid']})",
+            }
         if kind == "LVM2_member":
             return {"state": "foreign", "why": "holds an LVM physical volume"}
     usage = signature.get("USAGE", "")
@@ -152,11 +159,21 @@ def main() -> None:
         done.append("activate")
         if not module.check_mode:
             if p["mode"] == "raw":
-                argv = ["ceph-volume", "raw", "activate", "--device", found["real"], "--no-systemd", "--no-tmpfs"]
+                argv = [
+                    "ceph-volume",
+                    "raw",
+                    "activate",
+                    "--device",
+                    found["real"],
+                    "--no-systemd",
+                    "--no-tmpfs",
+                ]
             else:
                 argv = ["ceph-volume", "lvm", "activate", osd["id"], osd["uuid"]]
             run(module, argv, what)
-    module.exit_json(changed=bool(done), actions=done, state="osd", osd_id=int(osd["id"]), osd_uuid=osd["uuid"])
+    module.exit_json(
+        changed=bool(done), actions=done, state="osd", osd_id=int(osd["id"]), osd_uuid=osd["uuid"]
+    )
 
 
 if __name__ == "__main__":

@@ -20,14 +20,23 @@ options:
   name: {description: Pool name., type: str, required: true}
   size: {description: Replicas., type: int, required: true}
   min_size: {description: Replicas needed for I/O., type: int, required: true}
-  pg_num: {description: Placement groups at creation (and while autoscale is off)., type: int, required: true}
-  autoscale: {description: PG autoscaler mode., type: str, choices: ["on", "warn", "off"], required: true}
+  pg_num:
+    description: Placement groups at creation (and while autoscale is off).
+    type: int
+    required: true
+  autoscale:
+    description: PG autoscaler mode.
+    type: str
+    choices: ["on", "warn", "off"]
+    required: true
   application: {description: Application to enable (rbd, cephfs, rgw)., type: str, required: true}
   rule: {description: CRUSH rule name., type: str, required: true}
 """
 
 
-def planned_changes(pool: dict[str, Any] | None, want: dict[str, Any], rule_id: int) -> list[list[str]]:
+def planned_changes(
+    pool: dict[str, Any] | None, want: dict[str, Any], rule_id: int
+) -> list[list[str]]:
     """The `ceph osd pool ...` commands (argument lists) that bring `pool` to `want`."""
     name = want["name"]
     if pool is None:
