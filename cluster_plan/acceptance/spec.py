@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.acceptance.fping import probes_for_loss
+from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 
 
 class SpecError(ValueError):
@@ -60,6 +61,7 @@ class AcceptanceSpec:
     networks: tuple[TestedNetwork, ...]
     fabric: Fabric
     criteria: Criteria
+    storage: StorageSpec | None = None  # None: the plan has no Ceph
 
 
 def spec_from_expanded(
@@ -116,6 +118,7 @@ def spec_from_expanded(
         networks=tuple(tested),
         fabric=fabric_from_topology(expanded.get("topology") or {}),
         criteria=criteria,
+        storage=storage_spec_from_expanded(expanded),
     )
 
 

@@ -29,6 +29,10 @@ def check_ceph(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     yield from _dataset_pools(plan, ceph or {}, holders)
     yield from _cephfs(ceph or {}, nodes)
     yield from _zap(plan, ceph or {}, nodes)
+    bench_pool = ((plan.get("acceptance") or {}).get("storage") or {}).get("pool")
+    pools = [p["name"] for p in (ceph or {}).get("pools", [])]
+    if bench_pool and bench_pool not in pools:
+        yield missing("Ceph pool", bench_pool, pools, ("acceptance", "storage", "pool"))
     profiles = {n.hardware for n in osds}
     # an unknown profile is reported as such; it has no disks to look at
     for profile in sorted(p for p in profiles if isinstance(p, str) and p in plan["hardware"]):

@@ -135,8 +135,8 @@ def test_ceph_and_nfs_ports_only_from_the_networks_the_plan_names(lab_expanded):
     storage = lab_expanded["networks"]["storage"]["cidr"]
     compute = lab_expanded["networks"]["compute"]["cidr"]
     assert (
-        f"set ceph_sources {{\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = {{ {storage} }}"
-        in text
+        "set ceph_sources {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+        f"\t\telements = {{ {storage} }}" in text
     )
     assert "tcp dport { 3300, 6789, 6800-7300 } ip saddr != @ceph_sources drop" in text
     assert f"elements = {{ {compute} }}" in text

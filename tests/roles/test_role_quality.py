@@ -12,7 +12,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-ROLES = ["common", "slurm", "ceph"]
+ROLES = ["common", "slurm", "ceph", "nfs"]
 PLAYBOOKS = ["playbooks/common.yml", "playbooks/slurm.yml", "playbooks/storage.yml"]
 
 

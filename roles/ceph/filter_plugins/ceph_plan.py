@@ -8,6 +8,7 @@ decided here, in one place, and unit-tested offline (tests/roles/test_ceph_plan.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Host = dict[str, Any]
@@ -173,6 +174,28 @@ def ceph_dataset_volumes(plan: Plan) -> list[dict[str, str]]:
     ]
 
 
+def nfs_volume_group(path: str) -> str:
+    """The CephFS subvolume group behind an NFS export of `path` (roles/nfs uses the same)."""
+    return "nfs" + re.sub(r"[^A-Za-z0-9]+", "_", path).rstrip("_")
+
+
+def ceph_nfs_groups(plan: Plan) -> list[str]:
+    """Subvolume groups of the NFS exports the CephFS backs (backend cephfs)."""
+    if not ceph_cephfs(plan):
+        return []
+    exports = ((plan.get("storage") or {}).get("nfs") or {}).get("exports") or []
+    return [nfs_volume_group(e["path"]) for e in exports if e.get("backend") == "cephfs"]
+
+
+def ceph_nfs_caps(fs_name: str, groups: list[str]) -> dict[str, str]:
+    """An NFS gateway's caps: its exports' trees only, and the file system's data pools."""
+    return {
+        "mon": f"allow r fsname={fs_name}",
+        "mds": ", ".join(f"allow rw fsname={fs_name} path=/volumes/{g}" for g in groups),
+        "osd": f"allow rw tag cephfs data={fs_name}",
+    }
+
+
 def ceph_client_caps(fs_name: str) -> dict[str, str]:
     """A CephFS client's caps: read the maps of its file system, read and write the file
     system's data pools (only those, by tag) and its tree through the MDS."""
@@ -244,6 +267,8 @@ class FilterModule:
             "ceph_cephfs_clients": ceph_cephfs_clients,
             "ceph_dataset_volumes": ceph_dataset_volumes,
             "ceph_client_caps": ceph_client_caps,
+            "ceph_nfs_groups": ceph_nfs_groups,
+            "ceph_nfs_caps": ceph_nfs_caps,
             "ceph_config_options": ceph_config_options,
             "systemd_mount_unit": systemd_mount_unit,
         }

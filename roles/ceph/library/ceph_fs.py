@@ -31,6 +31,11 @@ options:
     type: list
     elements: dict
     default: []
+  groups:
+    description: Further subvolume groups to keep (one per NFS export backed by the CephFS).
+    type: list
+    elements: str
+    default: []
 """
 
 GROUP = "datasets"
@@ -67,8 +72,8 @@ def subvolume_paths(module: Any, p: dict[str, Any]) -> tuple[list[list[str]], di
         g["name"]
         for g in ceph(module, "fs", "subvolumegroup", "ls", fs, allow=(errno.ENOENT,)) or []
     }
-    if p["datasets"] and GROUP not in groups:
-        steps.append(["fs", "subvolumegroup", "create", fs, GROUP])
+    wanted = ([GROUP] if p["datasets"] else []) + list(p["groups"])
+    steps += [["fs", "subvolumegroup", "create", fs, g] for g in wanted if g not in groups]
     have: set[str] = set()
     if GROUP in groups:
         have = {v["name"] for v in ceph(module, "fs", "subvolume", "ls", fs, "--group_name", GROUP)}
@@ -108,6 +113,7 @@ def main() -> None:
             "data_pool": {"type": "str", "required": True},
             "standby_count_wanted": {"type": "int", "required": True},
             "datasets": {"type": "list", "elements": "dict", "default": []},
+            "groups": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -118,7 +124,7 @@ def main() -> None:
             for step in steps:
                 ceph(module, *step, as_json=False)
         if module.check_mode and any(s[:2] == ["fs", "new"] for s in steps):
-            more, paths = [["fs", "subvolume", "create", "..."]] if p["datasets"] else [], {}
+            more, paths = [["fs", "subvolume", "..."]] if p["datasets"] or p["groups"] else [], {}
         else:
             more, paths = subvolume_paths(module, p)
     except CephError as err:

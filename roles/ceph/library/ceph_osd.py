@@ -54,7 +54,7 @@ def partitions(module: Any, device: str) -> list[str]:
 
 def osds_on(module: Any, device: str, mode: str) -> list[dict[str, str]]:
     """OSDs ceph-volume finds on the device: cluster fsid, OSD id and uuid."""
-    rc, out, err = module.run_command(["ceph-volume", mode, "list", device, "--format", "json"])
+    rc, out, _ = module.run_command(["ceph-volume", mode, "list", device, "--format", "json"])
     if rc != 0:
         return []
     found = json.loads(out or "{}")
@@ -95,7 +95,7 @@ def inspect(module: Any, device: str, fsid: str, mode: str) -> dict[str, Any]:
         if kind == "LVM2_member":
             return {"state": "foreign", "why": "holds an LVM physical volume"}
     usage = signature.get("USAGE", "")
-    what = f"a {kind} file system" if usage == "filesystem" else f"a {kind or usage} signature"
+    what = f"a file system ({kind})" if usage == "filesystem" else f"a {kind or usage} signature"
     return {"state": "foreign", "why": f"holds {what}"}
 
 
