@@ -3,18 +3,32 @@
 The lock (``<plan>.lock.json``) records each host's address per network. Allocation is a pure
 function of the plan's nodes and the previous lock, so re-running it on a fresh lock changes
 nothing, and comparing the two tells whether a lock is stale.
+
+A host keeps its address whatever else changes in the plan. When the plan itself takes a
+locked address away (a gateway or reserved range moved over it, a new CIDR), allocation
+refuses with a finding naming the hosts, unless the caller allows moves explicitly.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cluster_plan.findings import Finding
-from cluster_plan.networks import AddressError, NetworkSpace, network_space, parse_address, to_text
+from cluster_plan.networks import (
+    AddressError,
+    NetworkSpace,
+    network_space,
+    parse_address,
+    site_addresses,
+    to_text,
+)
 from cluster_plan.nodes import Node
+from cluster_plan.placement import racks_section
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
 Lock = dict[str, Any]
 
 
@@ -43,49 +57,92 @@ def pin_refusal(space: NetworkSpace, pin: str, path: tuple[str, ...]) -> Finding
     return None
 
 
-def _allocate_network(
-    space: NetworkSpace,
-    members: Sequence[Node],
-    previous: dict[str, Any],
-    reclaim: bool,
-    findings: list[Finding],
-) -> dict[str, Any]:
-    name = space.name
-    old_hosts: dict[str, str] = previous.get("hosts", {})
-    released: dict[int, str] = {}
-    if not reclaim:
-        for text, host in previous.get("released", {}).items():
-            try:
-                address = parse_address(text)
-            except AddressError:
-                continue
-            if space.contains(address):
-                released[address] = host
-    taken: dict[int, str] = {}
-    member_names = {node.name for node in members}
+def _address(text: str | None) -> int | None:
+    try:
+        return parse_address(text) if text else None
+    except AddressError:
+        return None
 
-    def usable(address: int) -> bool:
-        return space.contains(address) and address not in space.reserved
 
-    # Survivors first: a surviving host's address is never taken from it.
+@dataclass
+class _Network:
+    """One network's allocation in progress."""
+
+    space: NetworkSpace
+    spec: dict[str, Any]
+    old_hosts: dict[str, str]
+    reclaim: bool
+    allow_moves: bool
+    taken: dict[int, str] = field(default_factory=dict)
+    released: dict[int, str] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    moves: list[tuple[str, str, str]] = field(default_factory=list)  # host, old, why
+
+    def usable(self, address: int) -> bool:
+        return self.space.contains(address) and address not in self.space.reserved
+
+    def why_unusable(self, address: int) -> tuple[str, tuple[str, ...]]:
+        """Why a locked address can no longer be had, and the plan key that says so."""
+        name = self.space.name
+        if not self.space.contains(address):
+            return f"outside {self.space.network}", ("networks", name, "cidr")
+        for key, site in site_addresses_lenient(self.spec):
+            if site == address:
+                return f"now the {key} address", ("networks", name, key)
+        return "now reserved", ("networks", name, "reserved")
+
+
+def site_addresses_lenient(spec: dict[str, Any]) -> list[tuple[str, int]]:
+    try:
+        return site_addresses(spec)
+    except AddressError:
+        return []
+
+
+def _keep_survivors(net: _Network, members: Sequence[Node]) -> list[Node]:
+    """Survivors keep their address; returns the members still without one."""
     pending: list[Node] = []
+    blocked: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
     for node in members:
-        old = old_hosts.get(node.name)
-        pin = node.pins.get(name)
-        try:
-            old_address = parse_address(old) if old else None
-        except AddressError:
-            old_address = None
-        if (
-            old_address is not None
-            and usable(old_address)
-            and old_address not in taken
-            and (pin is None or pin == old)
-        ):
-            taken[old_address] = node.name
-        else:
+        old_text = net.old_hosts.get(node.name)
+        old = _address(old_text)
+        pin = node.pins.get(net.space.name)
+        if old is None or (pin is not None and pin != old_text):
+            pending.append(node)  # new, or moved by a pin on purpose
+        elif old in net.taken:
+            blocked[(f"also locked for {net.taken[old]}", ("networks", net.space.name))].append(
+                node.name
+            )
             pending.append(node)
-    # Then pins, honoured or refused.
+        elif not net.usable(old):
+            blocked[net.why_unusable(old)].append(node.name)
+            pending.append(node)
+        else:
+            net.taken[old] = node.name
+    for (why, path), hosts in blocked.items():
+        for host in hosts:
+            net.moves.append((host, net.old_hosts[host], why))
+        if not net.allow_moves:
+            net.findings.append(_renumber_finding(net, why, path, hosts))
+    return pending
+
+
+def _renumber_finding(net: _Network, why: str, path: tuple[str, ...], hosts: list[str]) -> Finding:
+    shown = ", ".join(f"{h} ({net.old_hosts[h]})" for h in hosts[:5])
+    more = f" and {len(hosts) - 5} more" if len(hosts) > 5 else ""
+    return Finding(
+        "locked-address-lost",
+        f"the locked address of {shown}{more} on network {net.space.name} is {why}; "
+        "those hosts would be renumbered",
+        path,
+        hint="keep the plan off locked addresses, or run `cluster-plan lock --allow-moves` to "
+        "renumber them (each move is listed)",
+    )
+
+
+def _place_pins(net: _Network, pending: Sequence[Node]) -> list[Node]:
+    """Pins, honoured or refused; returns the pending members without a pin."""
+    name = net.space.name
     unpinned: list[Node] = []
     for node in pending:
         pin = node.pins.get(name)
@@ -93,91 +150,152 @@ def _allocate_network(
             unpinned.append(node)
             continue
         path = _pin_path(node, name)
-        refusal = pin_refusal(space, pin, path)
+        refusal = pin_refusal(net.space, pin, path)
         if refusal is not None:
-            findings.append(refusal)
+            net.findings.append(refusal)
             continue
         address = parse_address(pin)
-        if address in taken:
-            findings.append(
+        if address in net.taken:
+            net.findings.append(
                 Finding(
                     "pinned-address-taken",
-                    f"{pin} already belongs to {taken[address]} on network {name}",
+                    f"{pin} already belongs to {net.taken[address]} on network {name}",
                     path,
                     hint="pin another address, or remove or move that host first",
                 )
             )
         else:
-            taken[address] = node.name
-            released.pop(address, None)  # an explicit pin may take back a freed address
-    # A host moved by a pin leaves its old address behind, perhaps still configured on it:
-    # hold it back like a removed host's.
+            net.taken[address] = node.name
+            net.released.pop(address, None)  # an explicit pin may take back a freed address
+    return unpinned
+
+
+def _hold_back_left_addresses(net: _Network, pending: Sequence[Node]) -> None:
+    """A host moved by a pin (or renumbered) leaves its old address behind, perhaps still
+    configured on it: hold it back like a removed host's."""
+    if net.reclaim:
+        return
     for node in pending:
-        old = old_hosts.get(node.name)
-        try:
-            old_address = parse_address(old) if old else None
-        except AddressError:
-            continue
-        if (
-            not reclaim
-            and old_address is not None
-            and usable(old_address)
-            and old_address not in taken
-        ):
-            released.setdefault(old_address, node.name)
-    # New hosts get the lowest address that is neither used, reserved, nor recently freed.
+        old = _address(net.old_hosts.get(node.name))
+        if old is not None and net.usable(old) and old not in net.taken:
+            net.released.setdefault(old, node.name)
+
+
+def _return_held_back(net: _Network, unpinned: Sequence[Node]) -> list[Node]:
+    """A host that comes back (a group shrunk, then grew again) gets its held-back address."""
+    held = {host: address for address, host in net.released.items()}
+    new: list[Node] = []
+    for node in unpinned:
+        address = held.get(node.name)
+        if address is not None and net.usable(address) and address not in net.taken:
+            net.taken[address] = node.name
+            del net.released[address]
+        else:
+            new.append(node)
+    return new
+
+
+def _fill_new(net: _Network, new: Sequence[Node]) -> None:
+    """New hosts get the lowest address that is neither used, reserved, nor recently freed."""
+    space = net.space
     cursor = space.first_host
     unplaced = 0
-    for node in unpinned:
+    for node in new:
         while cursor <= space.last_host and (
-            cursor in taken or cursor in space.reserved or cursor in released
+            cursor in net.taken or cursor in space.reserved or cursor in net.released
         ):
             # step over a whole reserved range at once; it may be millions of addresses
             cursor = space.reserved.end_of(cursor) + 1 if cursor in space.reserved else cursor + 1
         if cursor > space.last_host:
             unplaced += 1
             continue
-        taken[cursor] = node.name
+        net.taken[cursor] = node.name
     if unplaced:
-        findings.append(
+        freed = len(net.released)
+        net.findings.append(
             Finding(
                 "network-full",
-                f"network {name} ({space.network}) has no address left for {unplaced} host(s)",
-                ("networks", name, "cidr"),
+                f"network {space.name} ({space.network}) has no address left for {unplaced} "
+                "host(s)",
+                ("networks", space.name, "cidr"),
                 hint="use a larger network"
                 + (
-                    ", or run `cluster-plan lock --reclaim` to reuse "
-                    f"{len(released)} freed address(es)"
-                    if released
+                    f", or run `cluster-plan lock --reclaim` to reuse {freed} freed address(es)"
+                    if freed
                     else ""
                 ),
             )
         )
-    for host, text in old_hosts.items():
-        if host in member_names:
+
+
+def _release_removed(net: _Network, member_names: set[str]) -> None:
+    if net.reclaim:
+        return
+    for host, text in net.old_hosts.items():
+        address = _address(text)
+        if host in member_names or address is None:
             continue
-        try:
-            address = parse_address(text)
-        except AddressError:
-            continue
-        if not reclaim and space.contains(address) and address not in taken:
+        if net.space.contains(address) and address not in net.taken:
+            net.released[address] = host
+
+
+def _previous_released(space: NetworkSpace, previous: dict[str, Any]) -> dict[int, str]:
+    released: dict[int, str] = {}
+    for text, host in previous.get("released", {}).items():
+        address = _address(text)
+        if address is not None and space.contains(address):
             released[address] = host
-    return {
-        "cidr": str(space.network),
-        "hosts": {host: to_text(address) for address, host in sorted(taken.items())},
-        "released": {to_text(address): host for address, host in sorted(released.items())},
-    }
+    return released
 
 
-def allocate_addresses(
+def _allocate_network(
+    space: NetworkSpace,
+    spec: dict[str, Any],
+    members: Sequence[Node],
+    previous: dict[str, Any],
+    *,
+    reclaim: bool,
+    allow_moves: bool,
+) -> _Network:
+    net = _Network(space, spec, dict(previous.get("hosts", {})), reclaim, allow_moves)
+    if not reclaim:
+        net.released = _previous_released(space, previous)
+    if net.findings:
+        return net
+    pending = _keep_survivors(net, members)
+    if net.findings:  # refused: keep what the lock says, so nothing else moves either
+        for node in pending:
+            old = _address(net.old_hosts.get(node.name))
+            if old is not None:
+                net.taken.setdefault(old, node.name)
+        return net
+    unpinned = _place_pins(net, pending)
+    _hold_back_left_addresses(net, pending)
+    new = _return_held_back(net, unpinned)
+    _fill_new(net, new)
+    _release_removed(net, {node.name for node in members})
+    return net
+
+
+@dataclass
+class Allocation:
+    """The new lock's networks, the findings, and every host that changed address."""
+
+    networks: dict[str, Any]
+    findings: list[Finding]
+    moves: list[str]
+
+
+def allocate_networks(
     plan: dict[str, Any],
     nodes: Sequence[Node],
     previous: Lock | None = None,
     *,
     reclaim: bool = False,
-) -> tuple[Lock, list[Finding]]:
-    """The lock for ``nodes`` given the previous lock; findings for pins that cannot be had."""
+    allow_moves: bool = False,
+) -> Allocation:
     findings: list[Finding] = []
+    moves: list[str] = []
     networks: dict[str, Any] = {}
     old_networks = (previous or {}).get("networks", {})
     for name, spec in plan["networks"].items():
@@ -187,46 +305,54 @@ def allocate_addresses(
             findings.append(Finding("network-address", str(exc), ("networks", name)))
             continue
         members = [node for node in nodes if name in node.networks]
-        networks[name] = _allocate_network(
-            space, members, old_networks.get(name, {}), reclaim, findings
+        net = _allocate_network(
+            space,
+            spec,
+            members,
+            old_networks.get(name, {}),
+            reclaim=reclaim,
+            allow_moves=allow_moves,
         )
-    return {"version": LOCK_VERSION, "networks": networks}, findings
+        findings += net.findings
+        for host, old, why in net.moves:
+            new = next((to_text(a) for a, h in net.taken.items() if h == host), "nothing")
+            moves.append(f"{host} on {name}: {old} -> {new} ({why})")
+        networks[name] = {
+            "cidr": str(space.network),
+            "hosts": {host: to_text(address) for address, host in sorted(net.taken.items())},
+            "released": {to_text(a): host for a, host in sorted(net.released.items())},
+        }
+    return Allocation(networks, findings, moves)
 
 
-def lock_differences(current: Lock, fresh: Lock) -> list[str]:
-    """What a stale lock lacks or has too much, in words (empty when the lock is current)."""
-    problems = []
-    cur_nets, new_nets = current.get("networks", {}), fresh.get("networks", {})
-    for name in new_nets:
-        if name not in cur_nets:
-            problems.append(f"network {name} is not in the lock")
-    for name in cur_nets:
-        if name not in new_nets:
-            problems.append(f"network {name} is in the lock but not in the plan")
-    for name in new_nets:
-        if name not in cur_nets:
-            continue
-        cur, new = cur_nets[name], new_nets[name]
-        if cur.get("cidr") != new["cidr"]:
-            problems.append(
-                f"network {name} is {new['cidr']} in the plan, {cur.get('cidr')} in the lock"
-            )
-        cur_hosts, new_hosts = cur.get("hosts", {}), new["hosts"]
-        missing = sorted(new_hosts.keys() - cur_hosts.keys())
-        extra = sorted(cur_hosts.keys() - new_hosts.keys())
-        moved = sorted(
-            h for h in new_hosts.keys() & cur_hosts.keys() if new_hosts[h] != cur_hosts[h]
-        )
-        for label, hosts in (
-            ("has no address for", missing),
-            ("still holds", extra),
-            ("holds another address for", moved),
-        ):
-            if hosts:
-                shown = ", ".join(hosts[:5]) + (
-                    f" and {len(hosts) - 5} more" if len(hosts) > 5 else ""
-                )
-                problems.append(f"network {name}: the lock {label} {shown}")
-        if cur.get("released", {}) != new["released"] and not (missing or extra or moved):
-            problems.append(f"network {name}: the lock's freed addresses differ")
-    return problems
+def build_lock(
+    plan: dict[str, Any],
+    nodes: Sequence[Node],
+    previous: Lock | None = None,
+    *,
+    reclaim: bool = False,
+    allow_moves: bool = False,
+) -> tuple[Lock, list[Finding], list[str]]:
+    """The lock for ``nodes`` given the previous lock, the findings for what cannot be had,
+    and every address move (only made when ``allow_moves``). The lock records the nodes'
+    racks as they are: placement.place_racks decided them from the previous lock."""
+    result = allocate_networks(plan, nodes, previous, reclaim=reclaim, allow_moves=allow_moves)
+    lock: Lock = {
+        "version": LOCK_VERSION,
+        "networks": result.networks,
+        "racks": racks_section(nodes, previous),
+    }
+    return lock, result.findings, result.moves
+
+
+def allocate_addresses(
+    plan: dict[str, Any],
+    nodes: Sequence[Node],
+    previous: Lock | None = None,
+    *,
+    reclaim: bool = False,
+    allow_moves: bool = False,
+) -> tuple[Lock, list[Finding]]:
+    """As build_lock, without the list of moves."""
+    lock, findings, _ = build_lock(plan, nodes, previous, reclaim=reclaim, allow_moves=allow_moves)
+    return lock, findings

@@ -7,11 +7,13 @@ from typing import Any
 
 import netaddr
 
+from cluster_plan.contract import ExpandedPlan
+
 ADDRESS_USE_LIMIT = 0.9  # above this a network has no room to grow
 OVERSUBSCRIPTION_LIMIT = 3.0
 
 
-def audit(expanded: dict[str, Any]) -> dict[str, Any]:
+def audit(expanded: ExpandedPlan) -> dict[str, Any]:
     hosts = list(expanded["hosts"].values())
     accelerators: Counter[str] = Counter()
     for host in hosts:
@@ -32,10 +34,10 @@ def audit(expanded: dict[str, Any]) -> dict[str, Any]:
         if share > ADDRESS_USE_LIMIT:
             problems.append(f"network {name} is {share:.0%} used")
     switches = {}
-    for name, spec in expanded["topology"]["access"].items():
+    for name, switch in expanded["topology"]["access"].items():
         members = [h for h in hosts if h["access_switch"] == name]
-        demand = len(members) * spec["link_gbps"]
-        uplink = spec.get("uplink_gbps")
+        demand = len(members) * switch["link_gbps"]
+        uplink = switch["uplink_gbps"]
         ratio = round(demand / uplink, 2) if uplink else None
         switches[name] = {
             "hosts": len(members),

@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses
+from cluster_plan.allocate import build_lock
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors, format_path
-from cluster_plan.lockfile import lock_path_for, read_lock
+from cluster_plan.nodes import iter_nodes
+from cluster_plan.placement import place_racks
 from cluster_plan.validate import Validation, validate_file
 
-# Ordered from harmless to disruptive.
-IMPACTS = ("none", "reconfigure", "drain and restart", "reinstall", "renumber")
+# Ordered from harmless to disruptive; from "reinstall" on a change is destructive.
+IMPACTS = ("none", "reconfigure", "drain and restart", "reinstall", "relocate", "renumber")
 
 # Cluster-level paths (first keys) -> impact; the longest matching prefix wins.
 _CLUSTER_RULES: dict[tuple[str, ...], str] = {
@@ -47,13 +49,15 @@ _HOST_RULES: dict[str, str] = {
     "interfaces.*.vlan": "drain and restart",
     "interfaces.*.device": "drain and restart",
     "address": "renumber",
-    "hardware_profile": "reinstall",
+    # a renamed profile with the same content changes nothing; what the content changes
+    # (accelerators, disks, cores, NICs) shows on its own fields
+    "hardware_profile": "none",
     "accelerators": "reinstall",
     "disks": "reinstall",
     "cpu_cores": "drain and restart",
     "memory_gb": "drain and restart",
     "roles": "drain and restart",
-    "rack": "drain and restart",
+    "rack": "relocate",  # a server carried to another rack
     "access_switch": "drain and restart",
     "aggregation_switch": "reconfigure",
     "core_switches": "reconfigure",
@@ -136,7 +140,7 @@ def _host_rule(path: tuple[Any, ...]) -> str:
     return _HOST_RULES.get(str(path[0]), "reconfigure")
 
 
-def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def diff_expanded(old: ExpandedPlan, new: ExpandedPlan) -> list[Change]:
     changes = []
     skip = {"hosts", "groups"}
     old_c = _keyed({k: v for k, v in old.items() if k not in skip})
@@ -176,25 +180,34 @@ def diff_expanded(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
 
 
 def _validated(path: str | Path) -> Validation:
-    result = validate_file(path, check_lock=False)
+    result = validate_file(path, check_lock=False, allow_moves=True)
     if not result.ok:
         raise PlanError(errors(result.findings), result.doc.source_lines)
     return result
 
 
-def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
-    """Compare two plans as they would run: OLD with its lock, NEW with the lock that
-    `cluster-plan lock` would give it starting from OLD's (so renumbering shows)."""
-    old, new = _validated(old_path), _validated(new_path)
-    recorded, _ = read_lock(lock_path_for(old_path))
-    # Allocation keeps a current lock as it is and refreshes a stale or missing one.
-    old_lock = allocate_addresses(old.plan, old.nodes, recorded)[0]
-    new_lock, findings = allocate_addresses(new.plan, new.nodes, old_lock)
+def _deployed(result: Validation, base: dict[str, Any] | None) -> ExpandedPlan:
+    """The plan as `cluster-plan lock` would leave it, starting from ``base``: racks placed and
+    addresses allocated from that lock, with every move the plan forces made."""
+    nodes, _, _ = place_racks(result.plan, list(iter_nodes(result.plan)), base, allow_moves=True)
+    lock, findings, _ = build_lock(result.plan, nodes, base, allow_moves=True)
     if findings:
-        raise PlanError([new.doc.place(f) for f in findings], new.doc.source_lines)
-    return diff_expanded(
-        expand(old.plan, old.nodes, old_lock), expand(new.plan, new.nodes, new_lock)
-    )
+        raise PlanError([result.doc.place(f) for f in findings], result.doc.source_lines)
+    return expand(result.plan, nodes, lock)
+
+
+def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
+    """Compare two plans as they would be deployed: each with its own lock (refreshed as
+    `cluster-plan lock --allow-moves` would), and NEW from OLD's lock when it has none of its
+    own, so that every address and rack that would change shows."""
+    old, new = _validated(old_path), _validated(new_path)
+    for result in (old, new):
+        if result.lock_problem and result.lock_problem.code != "lock-missing":
+            raise PlanError([result.lock_problem])
+    old_lock = build_lock(old.plan, old.nodes, old.previous, allow_moves=True)[0]
+    before = expand(old.plan, old.nodes, old_lock)
+    after = _deployed(new, new.previous if new.previous is not None else old_lock)
+    return diff_expanded(before, after)
 
 
 def _short(value: Any) -> str:
@@ -224,9 +237,8 @@ def render_changes(changes: list[Change]) -> str:
             flag = " [destructive]" if any(c.destructive for c in items) else ""
             if items[0].host is not None and len(items) > 3:
                 hosts = sorted(c.host or "" for c in items)
-                lines.append(
-                    f"  {kind} {field} on {len(items)} hosts ({hosts[0]} .. {hosts[-1]}){flag}"
-                )
+                what = f"{field} on {len(items)} hosts" if field else f"{len(items)} hosts"
+                lines.append(f"  {kind} {what} ({hosts[0]} .. {hosts[-1]}){flag}")
                 continue
             for c in items:
                 detail = ""

@@ -1,63 +1,68 @@
 """Plan + lock -> the expanded cluster: every host with its addresses, place and facts.
 
-Pure: no I/O. The shape is documented in docs/expanded-data.md.
+Pure: no I/O. The shape is the contract in cluster_plan/contract.py (docs/expanded-data.md).
+The plan must have been validated and its defaults filled (cluster_plan.defaults), which is
+what validate gives to its callers; expand decides no default of its own.
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Sequence
-from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from cluster_plan.catalog import load_catalog
+from cluster_plan.contract import (
+    Accelerators,
+    Disk,
+    ExpandedPlan,
+    Host,
+    Interface,
+    Network,
+    Rack,
+    Topology,
+)
+from cluster_plan.inventory_groups import group_name, memberships
 from cluster_plan.networks import network_space
 from cluster_plan.nodes import Node
 from cluster_plan.topology import normalize, rack_switches, switch_path
 
-DEFAULT_MTU = 1500
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+__all__ = ["ExpandedPlan", "expand", "group_name"]
+
+# Keys of the plan that are not the cluster's: Ansible's constructed-inventory options, the
+# plugin marker, suppressions of findings, and `x-` blocks that only hold YAML anchors.
+_NOT_CLUSTER = {"plugin", "version", "suppress", "compose", "groups", "keyed_groups", "strict",
+                "leading_separator", "use_extra_vars"}  # fmt: skip
 
 
-@cache
-def group_name(*parts: str) -> str:
-    """An Ansible-safe group name."""
-    return _UNSAFE.sub("_", "_".join(parts))
-
-
-def management_network(plan: dict[str, Any]) -> str:
-    return str(plan["cluster"].get("management_network") or next(iter(plan["networks"])))
-
-
-def _networks(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    out = {}
+def _networks(plan: dict[str, Any]) -> dict[str, Network]:
+    out: dict[str, Network] = {}
     for name, spec in plan["networks"].items():
         space = network_space(name, spec)
         out[name] = {
             "cidr": str(space.network),
             "prefixlen": space.network.prefixlen,
             "netmask": str(space.network.netmask),
-            "gateway": spec.get("gateway"),
-            "dns": list(spec.get("dns", [])),
-            "ntp": list(spec.get("ntp", [])),
-            "mtu": spec.get("mtu", DEFAULT_MTU),
-            "vlan": spec.get("vlan"),
-            "description": spec.get("description", ""),
+            "gateway": spec["gateway"],
+            "dns": list(spec["dns"]),
+            "ntp": list(spec["ntp"]),
+            "mtu": spec["mtu"],
+            "vlan": spec["vlan"],
+            "description": spec["description"],
         }
     return out
 
 
 def _nic_devices(profile: dict[str, Any]) -> dict[str, str]:
     devices: dict[str, str] = {}
-    for nic in profile.get("nics", []):
+    for nic in profile["nics"]:
         for net in nic.get("networks", []):
             devices.setdefault(net, nic["name"])
     return devices
 
 
-def _accelerators(profile: dict[str, Any]) -> dict[str, Any] | None:
-    accel = profile.get("accelerators")
+def _accelerators(profile: dict[str, Any]) -> Accelerators | None:
+    accel = profile["accelerators"]
     if not accel:
         return None
     entry = load_catalog()[accel["model"]]
@@ -67,47 +72,46 @@ def _accelerators(profile: dict[str, Any]) -> dict[str, Any] | None:
         "vendor": entry["vendor"],
         "kind": "gpu" if entry["vendor"] == "nvidia" else "accelerator",
         "gres_type": entry["gres_type"],
-        "driver_branch": accel.get("driver_branch"),
+        "driver_branch": accel["driver_branch"],
         "catalog": copy.deepcopy(entry),  # the catalog is cached; callers may change this
     }
 
 
-def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) -> dict[str, Any]:
-    """The expanded cluster. ``plan`` must have passed validation and ``lock`` be current."""
-    topo = normalize(plan["topology"])
-    served = rack_switches(topo)
-    networks = _networks(plan)
-    mgmt = management_network(plan)
-    domain = plan["cluster"]["domain"]
-    scheduler = copy.deepcopy(plan.get("scheduler", {}))
-    datasets_by_rack: dict[str, list[str]] = {}
-    for name, dataset in scheduler.get("datasets", {}).items():
-        for rack in dataset["racks"]:
-            datasets_by_rack.setdefault(rack, []).append(name)
-    racks = {
-        rack: {"access_switch": served.get(rack, [None])[0], **spec}
-        for rack, spec in (plan.get("racks") or {r: {} for r in served}).items()
+def _racks(plan: dict[str, Any], served: dict[str, list[str]]) -> dict[str, Rack]:
+    declared = plan.get("racks") or {r: {"row": None, "description": ""} for r in served}
+    return {
+        rack: cast(Rack, {"access_switch": served.get(rack, [None])[0], **spec})
+        for rack, spec in declared.items()
     }
-    lock_hosts = {net: data["hosts"] for net, data in lock["networks"].items()}
-    profiles = plan["hardware"]
-    devices: dict[str, dict[str, str]] = {n: _nic_devices(p) for n, p in profiles.items()}
-    accelerators = {name: _accelerators(p) for name, p in profiles.items()}
-    paths = {sw: switch_path(topo, sw) for sw in topo["access"]}
-    hosts: dict[str, dict[str, Any]] = {}
-    groups: dict[str, list[str]] = {}
 
-    def member(group: str, host: str) -> None:
-        groups.setdefault(group, []).append(host)
 
-    for node in nodes:
-        profile = profiles[node.hardware]
-        access = served[node.rack][0] if node.rack in served else None
-        interfaces = {}
+class _Expansion:
+    """The per-plan tables the hosts are built from."""
+
+    def __init__(self, plan: dict[str, Any], lock: dict[str, Any]) -> None:
+        self.plan = plan
+        self.topo = cast(Topology, normalize(plan["topology"]))
+        self.served = rack_switches(normalize(plan["topology"]))
+        self.networks = _networks(plan)
+        self.mgmt: str = plan["cluster"]["management_network"]
+        self.lock_hosts = {net: data["hosts"] for net, data in lock["networks"].items()}
+        profiles = plan["hardware"]
+        self.devices = {name: _nic_devices(p) for name, p in profiles.items()}
+        self.accelerators = {name: _accelerators(p) for name, p in profiles.items()}
+        tree = normalize(plan["topology"])
+        self.paths = {sw: switch_path(tree, sw) for sw in self.topo["access"]}
+        self.datasets_by_rack: dict[str, list[str]] = {}
+        for name, dataset in ((plan["scheduler"] or {}).get("datasets") or {}).items():
+            for rack in dataset["racks"]:
+                self.datasets_by_rack.setdefault(rack, []).append(name)
+
+    def interfaces(self, node: Node) -> dict[str, Interface]:
+        out: dict[str, Interface] = {}
         for net in node.networks:
-            spec = networks[net]
-            interfaces[net] = {
-                "device": devices[node.hardware].get(net, net),
-                "address": lock_hosts[net][node.name],
+            spec = self.networks[net]
+            out[net] = {
+                "device": self.devices[node.hardware].get(net, net),
+                "address": self.lock_hosts[net][node.name],
                 "prefixlen": spec["prefixlen"],
                 "cidr": spec["cidr"],
                 "netmask": spec["netmask"],
@@ -115,79 +119,69 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
                 "mtu": spec["mtu"],
                 "vlan": spec["vlan"],
             }
-        accel = accelerators[node.hardware]
-        host = {
+        return out
+
+    def host(self, node: Node) -> Host:
+        profile = self.plan["hardware"][node.hardware]
+        access = self.served[node.rack][0] if node.rack in self.served else None
+        interfaces = self.interfaces(node)
+        path = self.paths[access] if access else None
+        mgmt = interfaces.get(self.mgmt) or next(iter(interfaces.values()))
+        return {
             "hostname": node.name,
-            "fqdn": f"{node.name}.{domain}",
+            "fqdn": f"{node.name}.{self.plan['cluster']['domain']}",
             "node_group": node.group,
             "index": node.index,
             "rack": node.rack,
-            **(
-                paths[access]
-                if access
-                else {"access_switch": None, "aggregation_switch": None, "core_switches": []}
-            ),
-            "link_gbps": topo["access"][access]["link_gbps"] if access else None,
+            "access_switch": access,
+            "aggregation_switch": path["aggregation_switch"] if path else None,
+            "core_switches": list(path["core_switches"]) if path else [],
+            "link_gbps": self.topo["access"][access]["link_gbps"] if access else None,
             "hardware_profile": node.hardware,
             "cpu_cores": profile["cpu_cores"],
             "memory_gb": profile["memory_gb"],
-            "disks": [*profile.get("disks", []), *node.extra_disks],
-            "accelerators": accel,
+            "disks": cast(list[Disk], copy.deepcopy([*profile["disks"], *node.extra_disks])),
+            "accelerators": copy.deepcopy(self.accelerators[node.hardware]),
             "roles": list(node.roles),
             "pool": node.pool,
-            "datasets": list(datasets_by_rack.get(node.rack or "", [])),
+            "datasets": list(self.datasets_by_rack.get(node.rack or "", [])),
             "interfaces": interfaces,
-            "address": interfaces[mgmt]["address"]
-            if mgmt in interfaces
-            else next(iter(interfaces.values()))["address"],
+            "address": mgmt["address"],
         }
+
+
+def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) -> ExpandedPlan:
+    """The expanded cluster. ``plan`` must have passed validation with its defaults filled
+    (Validation.filled) and ``lock`` be current."""
+    tables = _Expansion(plan, lock)
+    hosts: dict[str, Host] = {}
+    groups: dict[str, list[str]] = {}
+    for node in nodes:
+        host = tables.host(node)
         hosts[node.name] = host
-        for role in node.roles:
-            member(role, node.name)
-        member(group_name("nodes", node.group), node.name)
-        member(group_name("hw", node.hardware), node.name)
-        if node.rack:
-            member(group_name("rack", node.rack), node.name)
-        if access:
-            member(group_name("access", access), node.name)
-            member(group_name("aggregation", host["aggregation_switch"]), node.name)
-        if node.pool:
-            member(group_name("pool", node.pool), node.name)
-        if accel:
-            prefix = "gpu" if accel["kind"] == "gpu" else "accel"
-            member(group_name(prefix, accel["gres_type"]), node.name)
-            member("gpu" if accel["kind"] == "gpu" else "accelerator", node.name)
-    cluster_wide = {
-        k: copy.deepcopy(v)
-        for k, v in plan.items()
-        if k
-        not in (
-            "plugin",
-            "node_groups",
-            "networks",
-            "topology",
-            "racks",
-            "scheduler",
-            "suppress",
-            "compose",
-            "groups",
-            "keyed_groups",
-            "strict",
-            "leading_separator",
-            "use_extra_vars",
-        )
-    }
+        for group, _ in memberships(node, plan, host["access_switch"], host["aggregation_switch"]):
+            groups.setdefault(group, []).append(node.name)
+    known = ExpandedPlan.__annotations__
+    extra = [k for k in plan if k not in _NOT_CLUSTER and not k.startswith("x-") and k not in known]
+    if extra:  # the schema admits no other key; a new section must join the contract first
+        raise ValueError(f"plan sections outside the contract: {', '.join(sorted(extra))}")
     return {
-        **cluster_wide,
-        "cluster": {**plan["cluster"], "management_network": mgmt},
-        "networks": networks,
-        "topology": topo,
-        "racks": racks,
-        "scheduler": scheduler,
+        "cluster": copy.deepcopy(plan["cluster"]),
+        "networks": tables.networks,
+        "topology": tables.topo,
+        "racks": _racks(plan, tables.served),
+        "hardware": copy.deepcopy(plan["hardware"]),
+        "scheduler": copy.deepcopy(plan["scheduler"]),
         "node_groups": {
-            name: {k: v for k, v in g.items() if k != "nodes"}
+            name: {k: copy.deepcopy(v) for k, v in g.items() if k != "nodes"}
             for name, g in plan["node_groups"].items()
         },
+        "storage": copy.deepcopy(plan["storage"]),
+        "backups": copy.deepcopy(plan["backups"]),
+        "packages": copy.deepcopy(plan["packages"]),
+        "access": copy.deepcopy(plan["access"]),
+        "acceptance": copy.deepcopy(plan["acceptance"]),
+        "lab": copy.deepcopy(plan["lab"]),
         "hosts": hosts,
         "groups": {name: sorted(members) for name, members in sorted(groups.items())},
     }

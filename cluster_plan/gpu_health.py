@@ -19,27 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cluster_plan import catalog as accelerator_catalog
+from cluster_plan.defaults import section_defaults
 
 Status = Literal["pass", "warn", "fail"]
 
-# Defaults for the plan's acceptance.gpu section; every key can be set there.
-DEFAULT_THRESHOLDS: dict[str, Any] = {
-    "max_temp_c": 85,
-    # Uncorrectable volatile ECC errors (since the driver loaded): one means a job saw bad memory.
-    "max_ecc_uncorrected": 0,
-    # A pending remap needs a GPU reset before the row is replaced.
-    "max_remapped_rows_pending": 0,
-    # Pre-Ampere GPUs retire pages instead of remapping rows; many retired pages means RMA.
-    "max_retired_pages": 60,
-    "min_pcie_width_ratio": 1.0,
-    "require_nvlink": True,
-    # NVML's memory total varies a little between VBIOS releases.
-    "memory_tolerance_pct": 1.0,
-    # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
-    # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high
-    # single-bit ECC rate, uncontained ECC, GSP errors, unrecovered ECC. Others warn.
-    "fail_on_xids": [48, 62, 64, 74, 79, 92, 95, 119, 120, 140],
-}
+# The plan's acceptance.gpu defaults (cluster_plan.defaults), for runs without a plan too.
+DEFAULT_THRESHOLDS: dict[str, Any] = section_defaults("acceptance.gpu")
 
 # Clock-event reasons that mean the hardware, not the workload, slowed the GPU.
 SLOWDOWN_REASONS = (

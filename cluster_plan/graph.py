@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
 from xml.sax.saxutils import escape
+
+from cluster_plan.contract import ExpandedPlan, Host, Topology
 
 _COL = 150  # width of one rack column
 _ROW = 90
@@ -37,7 +38,7 @@ def _line(x1: float, y1: float, x2: float, y2: float, label: str = "") -> list[s
 
 
 def _switch_columns(
-    topo: dict[str, Any], columns: list[tuple[str, str]], x_of_rack: dict[str, float]
+    topo: Topology, columns: list[tuple[str, str]], x_of_rack: dict[str, float]
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Each access switch above the middle of its racks, each aggregation switch above the
     middle of its access switches."""
@@ -52,11 +53,11 @@ def _switch_columns(
     return x_of_access, x_of_agg
 
 
-def render_svg(expanded: dict[str, Any]) -> str:
+def render_svg(expanded: ExpandedPlan) -> str:
     topo = expanded["topology"]
-    hosts_by_rack: dict[str, list[dict[str, Any]]] = {}
+    hosts_by_rack: dict[str, list[Host]] = {}
     for host in expanded["hosts"].values():
-        hosts_by_rack.setdefault(host["rack"], []).append(host)
+        hosts_by_rack.setdefault(host["rack"] or "", []).append(host)
     # one column per rack, in access-switch order
     columns: list[tuple[str, str]] = [
         (sw, rack) for sw, spec in topo["access"].items() for rack in spec["racks"]
@@ -79,9 +80,9 @@ def render_svg(expanded: dict[str, Any]) -> str:
         f"<title>{escape(expanded['cluster']['name'])}: network topology</title>",
     ]
     y_core, y_agg, y_acc, y_rack = 20, 20 + _ROW, 20 + 2 * _ROW, 20 + 3 * _ROW
-    for agg, spec in topo["aggregation"].items():
-        speed = f"{spec['uplink_gbps']:g}G" if spec.get("uplink_gbps") else ""
-        for core in spec["uplinks"]:
+    for agg, agg_spec in topo["aggregation"].items():
+        speed = f"{agg_spec['uplink_gbps']:g}G" if agg_spec["uplink_gbps"] else ""
+        for core in agg_spec["uplinks"]:
             if core in x_of_core:
                 parts += _line(
                     x_of_core[core] + box_w / 2,
@@ -91,7 +92,7 @@ def render_svg(expanded: dict[str, Any]) -> str:
                     speed,
                 )
     for sw, spec in topo["access"].items():
-        speed = f"{spec['uplink_gbps']:g}G" if spec.get("uplink_gbps") else ""
+        speed = f"{spec['uplink_gbps']:g}G" if spec["uplink_gbps"] else ""
         if spec["uplink"] in x_of_agg:
             parts += _line(
                 x_of_agg[spec["uplink"]] + box_w / 2,

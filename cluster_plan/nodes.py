@@ -67,17 +67,17 @@ def group_racks(group: dict[str, Any]) -> list[str]:
 
 
 def iter_nodes(plan: dict[str, Any]) -> Iterator[Node]:
-    """Every node of the plan: node group order, then n. Racks are dealt round-robin by n,
-    so growing a group never moves an existing node."""
-    all_networks = tuple(plan.get("networks", {}))
+    """Every node of the plan (defaults filled: cluster_plan.defaults), in node group order,
+    then n. Racks are dealt round-robin by n here; placement.place_racks then keeps every
+    node where the lock says it stands."""
     for group_name, group in plan.get("node_groups", {}).items():
         pattern = group["hostname"]
         if hostname_pattern_problem(pattern):
             continue
-        start = group.get("start", 1)
+        start = group["start"]
         racks = group_racks(group)
-        overrides = group.get("nodes", {}) or {}
-        networks = tuple(group.get("networks", all_networks))
+        overrides = group["nodes"] or {}
+        networks = tuple(group["networks"])
         for offset in range(group["count"]):
             n = start + offset
             name = pattern.format(n=n)
@@ -89,8 +89,8 @@ def iter_nodes(plan: dict[str, Any]) -> Iterator[Node]:
                 index=n,
                 rack=rack,
                 hardware=group["hardware"],
-                roles=tuple(group.get("roles", ())),
-                pool=group.get("pool"),
+                roles=tuple(group["roles"]),
+                pool=group["pool"],
                 networks=networks,
                 pins=dict(override.get("address", {}) or {}),
                 extra_disks=tuple(override.get("disks", ()) or ()),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.allocate import allocate_addresses
 from cluster_plan.checks import ALL_CHECKS, MAX_NODES
+from cluster_plan.defaults import with_defaults
 from cluster_plan.findings import Finding, errors, format_path, sort_key
 from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
-from cluster_plan.lockfile import lock_path_for, read_lock
+from cluster_plan.lockfile import lock_differences, lock_path_for, read_lock
 from cluster_plan.nodes import Node, iter_nodes
+from cluster_plan.placement import place_racks
 from cluster_plan.schema import schema_findings
 
 
@@ -20,8 +23,12 @@ class Validation:
     doc: PlanDocument
     findings: list[Finding] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
-    lock: dict[str, Any] | None = None
+    lock: dict[str, Any] | None = None  # the lock, when it is current for the plan
     lock_path: Path | None = None
+    previous: dict[str, Any] | None = None  # the lock as read, current or not
+    lock_problem: Finding | None = None  # why there is no lock to read
+    rack_moves: list[str] = field(default_factory=list)
+    filled: dict[str, Any] | None = None  # the plan with every default filled in
 
     @property
     def ok(self) -> bool:
@@ -29,13 +36,22 @@ class Validation:
 
     @property
     def plan(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.doc.data
-        return data
+        """The plan as every consumer reads it: defaults filled (cluster_plan.defaults)."""
+        if self.filled is None:
+            self.filled = with_defaults(self.doc.data)
+        return self.filled
 
 
-def _semantic_findings(doc: PlanDocument, schema_clean: bool) -> tuple[list[Finding], list[Node]]:
-    plan = doc.data
-    findings: list[Finding] = []
+_BROKEN = (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError)
+
+
+def _semantic_findings(
+    doc: PlanDocument,
+    plan: dict[str, Any],
+    schema_clean: bool,
+    previous: dict[str, Any] | None,
+    allow_moves: bool,
+) -> tuple[list[Finding], list[Node], list[str]]:
     groups = plan.get("node_groups")
     planned = (
         sum(
@@ -47,32 +63,32 @@ def _semantic_findings(doc: PlanDocument, schema_clean: bool) -> tuple[list[Find
         else 0
     )
     if planned > MAX_NODES:  # enumerating ten million nodes would take minutes
-        return [
-            doc.place(
-                Finding(
-                    "too-many-nodes",
-                    f"the plan has {planned} nodes; the limit is {MAX_NODES}",
-                    ("node_groups",),
-                )
-            )
-        ], []
+        too_many = Finding(
+            "too-many-nodes",
+            f"the plan has {planned} nodes; the limit is {MAX_NODES}",
+            ("node_groups",),
+        )
+        return [doc.place(too_many)], [], []
     try:
-        nodes = list(iter_nodes(plan))
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError):
+        nodes, placement, moves = place_racks(
+            plan, list(iter_nodes(plan)), previous, allow_moves=allow_moves
+        )
+    except _BROKEN:
         if schema_clean:
             raise
-        return [], []
+        return [], [], []
+    findings = [doc.place(f) for f in placement]
     for check in ALL_CHECKS:
         try:
             found = list(check(plan, nodes))
-        except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        except _BROKEN:
             # A plan with schema errors can break a check's assumptions; the schema findings
             # already say what is wrong.
             if schema_clean:
                 raise
             continue
         findings.extend(doc.place(f) for f in found)
-    return findings, nodes
+    return findings, nodes, moves
 
 
 def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Finding]:
@@ -132,16 +148,31 @@ def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Find
 
 
 def validate_document(
-    doc: PlanDocument, *, lock_path: Path | None = None, check_lock: bool = True
+    doc: PlanDocument,
+    *,
+    lock_path: Path | None = None,
+    check_lock: bool = True,
+    allow_moves: bool = False,
 ) -> Validation:
     result = Validation(doc=doc, findings=list(doc.findings), lock_path=lock_path)
     if doc.data is None or not isinstance(doc.data, dict):
         return result
+    if lock_path is not None:
+        result.previous, result.lock_problem = read_lock(lock_path)
     found = schema_findings(doc)
     schema_clean = not errors(found)
-    semantic, nodes = _semantic_findings(doc, schema_clean)
+    try:
+        result.filled = with_defaults(doc.data)
+    except _BROKEN:
+        if schema_clean:
+            raise
+        result.filled = doc.data  # the schema findings say what is wrong
+    semantic, nodes, moves = _semantic_findings(
+        doc, result.filled, schema_clean, result.previous, allow_moves
+    )
     result.findings.extend(found + semantic)
     result.nodes = nodes
+    result.rack_moves = moves
     result.findings = _apply_suppressions(doc, result.findings)
     if check_lock and lock_path is not None and result.ok:
         _check_lock(result, lock_path)
@@ -150,14 +181,23 @@ def validate_document(
 
 
 def _check_lock(result: Validation, lock_path: Path) -> None:
-    lock, problem = read_lock(lock_path)
-    if problem:
+    problem = result.lock_problem
+    if problem is not None:
+        if problem.code == "lock-missing":  # not locked yet: the next step, not a mistake
+            problem = dataclasses.replace(
+                problem,
+                severity="warning",
+                message="the plan is not locked yet",
+                hint=f"run `cluster-plan lock {result.doc.file}` to give every host its "
+                "address, and commit the lock file",
+            )
         result.findings.append(problem)
         return
+    lock = result.previous
     assert lock is not None
-    fresh, pin_findings = allocate_addresses(result.plan, result.nodes, lock)
-    result.findings.extend(result.doc.place(f) for f in pin_findings)
-    if pin_findings:
+    fresh, refusals = allocate_addresses(result.plan, result.nodes, lock)
+    result.findings.extend(result.doc.place(f) for f in refusals)
+    if refusals:
         return
     differences = lock_differences(lock, fresh)
     if differences:
@@ -168,16 +208,20 @@ def _check_lock(result: Validation, lock_path: Path) -> None:
                 (),
                 file=str(lock_path),
                 hint="run `cluster-plan lock PLAN` to update it (surviving hosts keep their "
-                "addresses), review the diff, and commit it",
+                "addresses and racks), review the diff, and commit it",
             )
         )
         return
     result.lock = lock
 
 
-def validate_file(path: str | Path, *, check_lock: bool = True) -> Validation:
+def validate_file(
+    path: str | Path, *, check_lock: bool = True, allow_moves: bool = False
+) -> Validation:
     doc = load_plan_file(path)
-    return validate_document(doc, lock_path=lock_path_for(path), check_lock=check_lock)
+    return validate_document(
+        doc, lock_path=lock_path_for(path), check_lock=check_lock, allow_moves=allow_moves
+    )
 
 
 def validate_text(

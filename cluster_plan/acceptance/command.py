@@ -1,7 +1,8 @@
 """`cluster-plan report` and `cluster-plan acceptance`: thin shells over the package.
 
-Exit codes: 0 the cluster passed, 1 it failed (every fault printed), 2 unreadable input or a
-usage error. No traceback for a user's mistake.
+0 the cluster passed, 1 it failed (every fault printed); errors are raised and mapped by
+cluster_plan.cli.policy (2 unreadable input or a usage error). No traceback for a user's
+mistake.
 """
 
 from __future__ import annotations
@@ -9,18 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import ReportError, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from cluster_plan.cli.policy import Exit, UsageError
+from cluster_plan.contract import ExpandedPlan, conformance_errors
 
 
 def register(subparsers: Any) -> None:
@@ -96,45 +96,39 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def report_command(args: argparse.Namespace) -> int:
+def report_command(args: argparse.Namespace) -> Exit:
     try:
         report = load_report(args.results)
     except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     output = args.output or args.results.with_suffix(".html")
-    try:
-        output.write_text(render_html(report))
-    except OSError as exc:
-        print(f"error: cannot write {output}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.format == "json":
-        print(json.dumps({"passed": report["passed"], "html": str(output),
-                          "nodes_at_fault": report["nodes_at_fault"]}))  # fmt: skip
-    else:
-        print(_summary(report))
-        print(f"wrote {output}")
-    return EXIT_OK if report["passed"] else EXIT_FAILED
+    output.write_text(render_html(report))
+    summary = {"passed": report["passed"], "html": str(output),
+               "nodes_at_fault": report["nodes_at_fault"]}  # fmt: skip
+    args.reporter.result(summary, lambda: f"{_summary(report)}\nwrote {output}")
+    return Exit.OK if report["passed"] else Exit.FAILED
 
 
-def _load_expanded(args: argparse.Namespace) -> dict[str, Any]:
+def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     if args.expanded:
         try:
             data = json.loads(args.expanded.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SpecError(f"{args.expanded}: {exc}") from exc
+            raise UsageError(f"{args.expanded}: {exc}") from exc
         if not isinstance(data, dict):
-            raise SpecError(f"{args.expanded}: not an expanded plan (a JSON object)")
-        return data
-    from cluster_plan.api import PlanError, load_expanded
+            raise UsageError(f"{args.expanded}: not an expanded plan (a JSON object)")
+        problems = conformance_errors(data, ExpandedPlan)
+        if problems:
+            raise UsageError(
+                f"{args.expanded}: not an expanded plan of this version: {'; '.join(problems[:3])}"
+            )
+        return cast(ExpandedPlan, data)
+    from cluster_plan.api import load_expanded
 
-    try:
-        return dict(load_expanded(str(args.plan)))
-    except PlanError as exc:
-        raise SpecError(str(exc)) from exc
+    return load_expanded(str(args.plan))  # PlanError: the CLI prints every finding
 
 
-def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str]]:
+def lab_prefixes(expanded: ExpandedPlan, transport: str) -> dict[str, list[str]]:
     """Per-node command prefixes into a running lab (cluster_plan.lab's names and state)."""
     from cluster_plan.lab import state
     from cluster_plan.lab.names import for_plan
@@ -159,7 +153,7 @@ def lab_prefixes(expanded: dict[str, Any], transport: str) -> dict[str, list[str
 
 def _executor(
     args: argparse.Namespace,
-    expanded: dict[str, Any],
+    expanded: ExpandedPlan,
     addresses: dict[str, str],
     control_dir: Path,
 ) -> PrefixExecutor:
@@ -167,7 +161,7 @@ def _executor(
         return PrefixExecutor(per_node=lab_prefixes(expanded, args.transport), addresses=addresses)
     if args.transport == "exec":
         if not args.exec_prefix:
-            raise SpecError("--transport exec needs --exec-prefix")
+            raise UsageError("--transport exec needs --exec-prefix")
         return PrefixExecutor(shlex.split(args.exec_prefix), addresses)
     options = [part for opt in args.ssh_option for part in ("-o", opt)]
     options += shlex.split(args.ssh_args)
@@ -183,47 +177,22 @@ def _executor(
     return PrefixExecutor(prefix, addresses, remote_shell=True)
 
 
-def acceptance_command(args: argparse.Namespace) -> int:
+def acceptance_command(args: argparse.Namespace) -> Exit:
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
-        print(f"error: unknown phase {', '.join(unknown)}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        expanded = _load_expanded(args)
-        nodes = args.nodes.split(",") if args.nodes else None
-        spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
-        addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
-    except (SpecError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"unknown phase {', '.join(unknown)}")
+    expanded = _load_expanded(args)
+    nodes = args.nodes.split(",") if args.nodes else None
+    spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
+    addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
     options = RunOptions(
         omit_s=args.omit, probes=args.probes, phases=phases, retest=not args.no_retest,
         sequential=args.sequential,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
-        try:
-            executor = _executor(args, expanded, addresses, Path(control_dir))
-        except (SpecError, ValueError, KeyError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+        executor = _executor(args, expanded, addresses, Path(control_dir))
         report = AcceptanceRunner(spec, executor, options).run()
     out_dir = args.output_dir or Path("reports") / spec.cluster
     json_path, html_path = write_report(report, out_dir)
-    if args.format == "json":
-        print(json.dumps(report, indent=2))
-    else:
-        print(_summary(report))
-        print(f"wrote {json_path} and {html_path}")
-    return EXIT_OK if report["passed"] else EXIT_FAILED
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m cluster_plan.acceptance.command`) until the CLI wires us."""
-    parser = argparse.ArgumentParser(prog="cluster-plan")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    args.reporter.result(report, lambda: f"{_summary(report)}\nwrote {json_path} and {html_path}")
+    return Exit.OK if report["passed"] else Exit.FAILED

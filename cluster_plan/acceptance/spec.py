@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from cluster_plan.acceptance.fping import probes_for_loss
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
+from cluster_plan.cli.policy import CommandError, Exit
+from cluster_plan.contract import ExpandedPlan, Topology
 
 
-class SpecError(ValueError):
-    """The expanded plan lacks something acceptance needs; the message says what."""
+class SpecError(CommandError):
+    """The expanded plan lacks something acceptance needs (a failed check, exit 1), or the
+    command asked for something the plan does not have (a usage error); the message says
+    what."""
 
 
 @dataclass(frozen=True)
@@ -65,32 +68,34 @@ class AcceptanceSpec:
 
 
 def spec_from_expanded(
-    expanded: Mapping[str, Any],
+    expanded: ExpandedPlan,
     nodes: list[str] | None = None,
     duration_s: float | None = None,
 ) -> AcceptanceSpec:
     """Read the expanded plan (docs/expanded-data.md); `nodes` limits the run to some hosts."""
-    network_rules = (expanded.get("acceptance") or {}).get("network")
-    if not isinstance(network_rules, dict):
+    network_rules = expanded["acceptance"]["network"]
+    if network_rules is None:
         raise SpecError("the plan has no acceptance.network section")
     missing = [k for k in ("min_gbps", "max_latency_ms", "max_loss_pct") if k not in network_rules]
     if missing:
         raise SpecError(f"acceptance.network lacks {', '.join(missing)}")
-    lab = expanded.get("lab") or {}
+    lab = expanded["lab"]
     criteria = Criteria(
         min_gbps=float(network_rules["min_gbps"]),
         max_latency_ms=float(network_rules["max_latency_ms"]),
         max_loss_pct=float(network_rules["max_loss_pct"]),
-        duration_s=float(duration_s or network_rules.get("duration_s", 10)),
-        rate_scale=float(lab.get("rate_scale", 1.0)) if isinstance(lab, dict) else 1.0,
+        duration_s=float(duration_s or network_rules["duration_s"]),
+        # a lab plan's links run scaled down; a real cluster's run at plan speed
+        rate_scale=float(lab["rate_scale"]) if lab is not None else 1.0,
+        outlier_fraction=1 - float(network_rules["outlier_pct"]) / 100,
     )
-    hosts: Mapping[str, Any] = expanded.get("hosts") or {}
+    hosts = expanded["hosts"]
     unknown = sorted(set(nodes or ()) - set(hosts))
     if unknown:
-        raise SpecError(f"no such host in the plan: {', '.join(unknown)}")
+        raise SpecError(f"no such host in the plan: {', '.join(unknown)}", exit=Exit.USAGE)
     chosen = [name for name in hosts if nodes is None or name in nodes]
-    plan_networks: Mapping[str, Any] = expanded.get("networks") or {}
-    names = network_rules.get("networks") or list(plan_networks)[:1]
+    plan_networks = expanded["networks"]
+    names = network_rules["networks"]  # the plan's, or every network but the management one
     tested = []
     for net in names:
         if net not in plan_networks:
@@ -98,37 +103,35 @@ def spec_from_expanded(
         members = []
         for name in chosen:
             host = hosts[name]
-            interface = (host.get("interfaces") or {}).get(net)
+            interface = host["interfaces"].get(net)
             if not interface:
                 continue
             members.append(
                 Node(
                     name=name,
                     address=str(interface["address"]),
-                    access_switch=str(host.get("access_switch") or "?"),
-                    aggregation_switch=host.get("aggregation_switch"),
-                    link_gbps=float(host.get("link_gbps") or network_rules["min_gbps"]),
+                    access_switch=str(host["access_switch"] or "?"),
+                    aggregation_switch=host["aggregation_switch"],
+                    link_gbps=float(host["link_gbps"] or network_rules["min_gbps"]),
                 )
             )
-        tested.append(
-            TestedNetwork(net, int(plan_networks[net].get("mtu") or 1500), tuple(members))
-        )
+        tested.append(TestedNetwork(net, int(plan_networks[net]["mtu"]), tuple(members)))
     return AcceptanceSpec(
-        cluster=str((expanded.get("cluster") or {}).get("name", "cluster")),
+        cluster=str(expanded["cluster"]["name"]),
         networks=tuple(tested),
-        fabric=fabric_from_topology(expanded.get("topology") or {}),
+        fabric=fabric_from_topology(expanded["topology"]),
         criteria=criteria,
         storage=storage_spec_from_expanded(expanded),
     )
 
 
-def fabric_from_topology(topology: Mapping[str, Any]) -> Fabric:
+def fabric_from_topology(topology: Topology) -> Fabric:
     """Access uplinks carry `uplink_gbps`; an aggregation switch has one per listed uplink."""
     capacity: dict[str, float] = {}
-    for name, switch in (topology.get("access") or {}).items():
-        if switch.get("uplink_gbps"):
+    for name, switch in topology["access"].items():
+        if switch["uplink_gbps"]:
             capacity[name] = float(switch["uplink_gbps"])
-    for name, switch in (topology.get("aggregation") or {}).items():
-        if switch.get("uplink_gbps"):
-            capacity[name] = float(switch["uplink_gbps"]) * max(1, len(switch.get("uplinks") or []))
+    for name, agg in topology["aggregation"].items():
+        if agg["uplink_gbps"]:
+            capacity[name] = float(agg["uplink_gbps"]) * max(1, len(agg["uplinks"]))
     return Fabric(capacity)

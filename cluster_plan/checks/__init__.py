@@ -9,6 +9,7 @@ from __future__ import annotations
 from cluster_plan.checks.acceptance import check_acceptance
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.checks.hardware import check_accelerators
+from cluster_plan.checks.inventory import check_inventory
 from cluster_plan.checks.networks import check_capacity, check_networks
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
@@ -27,6 +28,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_ceph,
     check_nfs,
     check_acceptance,
+    check_inventory,
 )
 
 __all__ = ["ALL_CHECKS", "MAX_NODES", "Check", "Plan"]

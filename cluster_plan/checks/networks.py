@@ -41,7 +41,7 @@ def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
 
 def _site_addresses(spec: dict[str, Any], net: Any, name: str) -> Iterator[Finding]:
     path = ("networks", name)
-    if "gateway" in spec:
+    if spec.get("gateway") is not None:
         yield from _inside(spec["gateway"], net, name, (*path, "gateway"), "gateway")
     for key in ("dns", "ntp"):
         for i, value in enumerate(spec.get(key, []) or []):

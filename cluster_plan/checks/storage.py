@@ -92,7 +92,7 @@ def _monitors(mons: list[Node], osds: list[Node], where: tuple[Any, ...]) -> Ite
 
 
 def _domain_key(plan: Plan, domain: str) -> Callable[[Node], Any]:
-    row_of = {r: (spec or {}).get("row", r) for r, spec in (plan.get("racks") or {}).items()}
+    row_of = {r: (spec or {}).get("row") or r for r, spec in (plan.get("racks") or {}).items()}
     return {
         "host": lambda n: n.name,
         "rack": lambda n: n.rack,

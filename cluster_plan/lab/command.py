@@ -1,7 +1,7 @@
-"""`cluster-plan lab ...`: argparse wiring and handlers (each returns an exit code).
+"""`cluster-plan lab ...`: argparse wiring and handlers.
 
-0 success; 1 a check failed (lab not fully up, a command failed on a node);
-2 usage error or unreadable plan. Never a traceback for a user's mistake.
+Handlers return an exit status or raise; cluster_plan.cli.policy maps what they raise
+(1 the lab is not fully up or a command failed on a node, 2 usage or an unreadable plan).
 """
 
 from __future__ import annotations
@@ -15,36 +15,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster_plan.cli.policy import UsageError
+from cluster_plan.contract import ExpandedPlan, Host
 from cluster_plan.lab import faults, lifecycle, node, state, status
 from cluster_plan.lab.connection import ssh_options
 from cluster_plan.lab.names import LabError, for_plan
 
 
-class PlanUnreadable(Exception):
-    """The plan could not be loaded; carries the exit code and message."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def load_plan(path: str) -> dict[str, Any]:
-    """The expanded plan: through cluster_plan.api, or an expanded JSON file (tests)."""
+def load_plan(path: str) -> ExpandedPlan:
+    """The expanded plan: through cluster_plan.api, or an expanded JSON file (tests).
+    Raises PlanError (the plan fails its checks) or UsageError (no plan to read)."""
     plan = Path(path)
     if not plan.is_file():
-        raise PlanUnreadable(2, f"{path}: no such plan file")
+        raise UsageError(f"{path}: no such plan file")
     if plan.suffix == ".json":
         try:
-            loaded: dict[str, Any] = json.loads(plan.read_text())
+            loaded: ExpandedPlan = json.loads(plan.read_text())
         except ValueError as err:
-            raise PlanUnreadable(2, f"{path}: not valid JSON: {err}") from None
+            raise UsageError(f"{path}: not valid JSON: {err}") from None
         return loaded
-    from cluster_plan.api import PlanError, load_expanded
+    from cluster_plan.api import load_expanded
 
-    try:
-        return load_expanded(path)
-    except PlanError as err:
-        raise PlanUnreadable(1, str(err)) from None
+    return load_expanded(path)
 
 
 def register(subparsers: Any) -> None:
@@ -93,28 +85,20 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Entry point for the CLI: load the plan, run the handler, turn errors into messages."""
-    try:
-        expanded = load_plan(args.plan)
-        code: int = args.lab_handler(args, expanded)
-        return code
-    except PlanUnreadable as err:
-        print(err, file=sys.stderr)
-        return err.code
-    except LabError as err:
-        print(f"cluster-plan lab: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 1
+    """Entry point for the CLI: load the plan and run the handler (errors propagate to the
+    CLI's policy)."""
+    expanded = load_plan(args.plan)
+    code: int = args.lab_handler(args, expanded)
+    return code
 
 
-def _up(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _up(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     if not lifecycle.up(expanded, args.plan):
         print(f"lab {for_plan(expanded).lab}: already up, nothing to do")
     return 0
 
 
-def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _down(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     removed = lifecycle.down(expanded)
     print(
         f"lab {for_plan(expanded).lab}: down"
@@ -123,20 +107,19 @@ def _down(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _status(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     report = status.collect(for_plan(expanded), expanded)
-    print(json.dumps(report, indent=2) if args.format == "json" else status.render(report))
+    args.reporter.result(report, lambda: status.render(report))
     return 0 if report["up"] else 1
 
 
-def _host(expanded: dict[str, Any], name: str) -> dict[str, Any]:
+def _host(expanded: ExpandedPlan, name: str) -> Host:
     if name not in expanded["hosts"]:
         raise LabError(f"no node {name!r} in the plan (nodes: {', '.join(expanded['hosts'])})")
-    host: dict[str, Any] = expanded["hosts"][name]
-    return host
+    return expanded["hosts"][name]
 
 
-def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _ssh(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     host = _host(expanded, args.node)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     argv = [
@@ -151,7 +134,7 @@ def _ssh(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     os.execvp("ssh", argv)
 
 
-def _run(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _run(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     lifecycle.require_root()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -174,7 +157,7 @@ def _run(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 1 if failed else 0
 
 
-def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _fault(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     lifecycle.require_root()
     names = for_plan(expanded)
     chosen = [args.rate, args.loss, args.delay]
@@ -203,7 +186,7 @@ def _fault(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
     return 0
 
 
-def _restart(args: argparse.Namespace, expanded: dict[str, Any]) -> int:
+def _restart(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     _host(expanded, args.node)
     init = lifecycle.restart_node(expanded, args.node)
     print(f"{args.node}: restarted (init pid {init.pid})")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.names import for_plan
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ def proxy_command(admin_ns: str) -> str:
     )
 
 
-def ssh_options(expanded: dict[str, Any]) -> list[str]:
+def ssh_options(expanded: ExpandedPlan) -> list[str]:
     names = for_plan(expanded)
     return [
         "-o",
@@ -36,7 +36,7 @@ def ssh_options(expanded: dict[str, Any]) -> list[str]:
     ]
 
 
-def connection_vars(expanded: dict[str, Any], plan_path: str) -> dict[str, str]:
+def connection_vars(expanded: ExpandedPlan, plan_path: str) -> dict[str, str]:
     """Ansible connection variables for group `all` of a lab plan.
 
     plan_path is accepted for symmetry with the inventory plugin; the names depend only on

@@ -16,8 +16,8 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
 from cluster_plan.lab.names import RUN_ROOT, LabError, LabNames
@@ -89,7 +89,7 @@ def parse_ms(text: str) -> float:
     return value
 
 
-def node_ports(expanded: dict[str, Any], host: str, network: str | None) -> list[Port]:
+def node_ports(expanded: ExpandedPlan, host: str, network: str | None) -> list[Port]:
     if host not in expanded["hosts"]:
         raise LabError(f"no node {host!r} in the plan (nodes: {', '.join(expanded['hosts'])})")
     ports = [p for p in wiring(expanded).ports if p.host == host]
@@ -101,7 +101,7 @@ def node_ports(expanded: dict[str, Any], host: str, network: str | None) -> list
 
 
 def apply(
-    names: LabNames, expanded: dict[str, Any], host: str, fault: Fault, network: str | None = None
+    names: LabNames, expanded: ExpandedPlan, host: str, fault: Fault, network: str | None = None
 ) -> None:
     """Replace the node's current fault (on the chosen links) with `fault`."""
     with state.locked(RUN_ROOT, names.lab):
@@ -109,7 +109,7 @@ def apply(
 
 
 def _apply(
-    names: LabNames, expanded: dict[str, Any], host: str, fault: Fault, network: str | None
+    names: LabNames, expanded: ExpandedPlan, host: str, fault: Fault, network: str | None
 ) -> None:
     st = state.load(names.state_file)
     if st is None or not fabric.netns_exists(names.fabric_ns):
@@ -216,13 +216,13 @@ def loss_counters(names: LabNames) -> dict[str, int]:
     }
 
 
-def clear(names: LabNames, expanded: dict[str, Any], host: str) -> bool:
+def clear(names: LabNames, expanded: ExpandedPlan, host: str) -> bool:
     """Remove every fault from the node; returns whether there was one."""
     with state.locked(RUN_ROOT, names.lab):
         return _clear(names, expanded, host, None)
 
 
-def _clear(names: LabNames, expanded: dict[str, Any], host: str, st: state.LabState | None) -> bool:
+def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabState | None) -> bool:
     st = st or state.load(names.state_file)
     if st is None:
         raise LabError(f"the lab {names.lab} is not up")
@@ -265,7 +265,7 @@ def _clear(names: LabNames, expanded: dict[str, Any], host: str, st: state.LabSt
     return had
 
 
-def _rewrite_loss(names: LabNames, expanded: dict[str, Any], st: state.LabState) -> None:
+def _rewrite_loss(names: LabNames, expanded: ExpandedPlan, st: state.LabState) -> None:
     """Rebuild the loss table from the faults still active on other nodes."""
     fab = names.fabric_ns
     run(netns_exec(fab, ["nft", "delete", "table", "bridge", NFT_TABLE]), check=False)

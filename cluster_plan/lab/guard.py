@@ -13,13 +13,14 @@ from typing import Any
 
 import netaddr
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.names import LabError
 from cluster_plan.lab.proc import run
 
 ROUTE_PROTO = "250"  # a private protocol number: marks routes the lab made
 
 
-def plan_cidrs(expanded: dict[str, Any]) -> list[str]:
+def plan_cidrs(expanded: ExpandedPlan) -> list[str]:
     return [str(spec["cidr"]) for spec in expanded["networks"].values()]
 
 
@@ -38,7 +39,7 @@ def _root_addresses() -> list[netaddr.IPNetwork]:
     ]
 
 
-def check_no_overlap(expanded: dict[str, Any]) -> None:
+def check_no_overlap(expanded: ExpandedPlan) -> None:
     """Refuse a plan whose subnets this machine itself uses (the guard would cut it off)."""
     problems = []
     for cidr in map(netaddr.IPNetwork, plan_cidrs(expanded)):
@@ -58,7 +59,7 @@ def check_no_overlap(expanded: dict[str, Any]) -> None:
         raise LabError("the lab cannot use this plan here:\n  " + "\n  ".join(problems))
 
 
-def present(expanded: dict[str, Any]) -> bool:
+def present(expanded: ExpandedPlan) -> bool:
     have = {
         r.get("dst")
         for r in _root_routes()
@@ -67,12 +68,12 @@ def present(expanded: dict[str, Any]) -> bool:
     return set(plan_cidrs(expanded)) <= have
 
 
-def add(expanded: dict[str, Any]) -> None:
+def add(expanded: ExpandedPlan) -> None:
     for cidr in plan_cidrs(expanded):
         run(["ip", "route", "replace", "unreachable", cidr, "proto", ROUTE_PROTO])
 
 
-def remove(expanded: dict[str, Any], keep: set[str]) -> None:
+def remove(expanded: ExpandedPlan, keep: set[str]) -> None:
     """Delete this plan's guard routes, except those another running lab still needs."""
     wanted = set(plan_cidrs(expanded)) - keep
     for route in _root_routes():

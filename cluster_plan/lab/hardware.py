@@ -12,8 +12,8 @@ None of these is real hardware:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from cluster_plan.contract import Host
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.proc import run
 
@@ -23,12 +23,12 @@ LOOP_MAJOR = 7
 OSD_SPARSE_GIB = 10  # sparse: costs only what is written
 
 
-def device_nodes(spec: dict[str, Any], loops: dict[str, str]) -> list[tuple[str, str, int, int]]:
+def device_nodes(spec: Host, loops: dict[str, str]) -> list[tuple[str, str, int, int]]:
     """(path under /dev, kind, major, minor) of the stand-ins one host gets."""
     nodes: list[tuple[str, str, int, int]] = []
-    accel = spec.get("accelerators") or {}
-    count = int(accel.get("count") or 0)
-    if accel.get("kind") == "gpu":
+    accel = spec["accelerators"]
+    count = accel["count"] if accel else 0
+    if accel and accel["kind"] == "gpu":
         nodes += [(f"nvidia{i}", "c", NVIDIA_MAJOR, i) for i in range(count)]
         nodes.append(("nvidiactl", "c", NVIDIA_MAJOR, 255))
     elif count:
@@ -40,7 +40,7 @@ def device_nodes(spec: dict[str, Any], loops: dict[str, str]) -> list[tuple[str,
     return nodes
 
 
-def device_links(spec: dict[str, Any], loops: dict[str, str]) -> list[tuple[str, str]]:
+def device_links(spec: Host, loops: dict[str, str]) -> list[tuple[str, str]]:
     """(link under /dev, target) for the stable disk names."""
     links = []
     for disk in osd_disks(spec):
@@ -50,11 +50,11 @@ def device_links(spec: dict[str, Any], loops: dict[str, str]) -> list[tuple[str,
     return links
 
 
-def osd_disks(spec: dict[str, Any]) -> list[str]:
-    return [str(d["name"]) for d in spec.get("disks") or [] if d.get("use") == "osd"]
+def osd_disks(spec: Host) -> list[str]:
+    return [str(d["name"]) for d in spec["disks"] if d["use"] == "osd"]
 
 
-def attach_disks(names: LabNames, host: str, spec: dict[str, Any], loops: dict[str, str]) -> None:
+def attach_disks(names: LabNames, host: str, spec: Host, loops: dict[str, str]) -> None:
     """Back each OSD disk with a sparse file on a loop device (kept in `loops`)."""
     for disk in osd_disks(spec):
         key = f"{host}/{disk}"

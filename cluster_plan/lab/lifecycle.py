@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, guard, hardware, hostchanges, node, rootfs, sitesvc, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
@@ -51,7 +52,7 @@ def ensure_ssh_key(names: LabNames) -> str:
     return key.with_suffix(".pub").read_text()
 
 
-def is_up(names: LabNames, st: state.LabState | None, expanded: dict[str, Any]) -> bool:
+def is_up(names: LabNames, st: state.LabState | None, expanded: ExpandedPlan) -> bool:
     if st is None or not fabric.netns_exists(names.admin_ns) or not guard.present(expanded):
         return False
     return all(host in st.nodes and st.nodes[host].alive() for host in expanded["hosts"]) and all(
@@ -59,7 +60,7 @@ def is_up(names: LabNames, st: state.LabState | None, expanded: dict[str, Any]) 
     )
 
 
-def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
+def up(expanded: ExpandedPlan, plan_path: str, log: Any = sys.stderr) -> bool:
     """Bring the lab up; returns False when it was already up (nothing done)."""
     require_root()
     names = for_plan(expanded)
@@ -67,7 +68,7 @@ def up(expanded: dict[str, Any], plan_path: str, log: Any = sys.stderr) -> bool:
         return _up(names, expanded, plan_path, log)
 
 
-def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> bool:
+def _up(names: LabNames, expanded: ExpandedPlan, plan_path: str, log: Any) -> bool:
     current = state.load(names.state_file)
     if current is not None:
         changed, added = plan_changes(expanded, current.fabric_digest, current.host_digests)
@@ -105,7 +106,7 @@ def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> 
     core_bridge = next(b for b in wires.bridges if b.network == net_name)
     fabric.wire_admin(names, core_bridge.name, addresses, prefixlen, core_bridge.mtu)
     _start_services(names, expanded, st, addresses)
-    dns = list(expanded["networks"][net_name].get("dns") or [])
+    dns = list(expanded["networks"][net_name]["dns"])
     for host, spec in expanded["hosts"].items():
         if host in st.nodes and st.nodes[host].alive():
             continue
@@ -130,7 +131,7 @@ def _up(names: LabNames, expanded: dict[str, Any], plan_path: str, log: Any) -> 
 
 
 def _start_services(
-    names: LabNames, expanded: dict[str, Any], st: state.LabState, addresses: list[str]
+    names: LabNames, expanded: ExpandedPlan, st: state.LabState, addresses: list[str]
 ) -> None:
     """The apt proxy (root namespace, unix socket only), its relay and DNS/NTP (admin)."""
     address = addresses[0]
@@ -138,7 +139,8 @@ def _start_services(
 
     python = sys.executable
     env_path = str(Path(__file__).resolve().parents[2])
-    proxy_url = (expanded.get("packages") or {}).get("proxy") or f"http://{address}:3142"
+    # the lab runs the package proxy the plan names, or one of its own on the admin address
+    proxy_url = expanded["packages"]["proxy"] or f"http://{address}:3142"
     port = urlparse(proxy_url).port or 3142
     cache = CACHE_ROOT / "apt"
     cache.mkdir(parents=True, exist_ok=True)
@@ -201,7 +203,7 @@ def _start_services(
     state.save(names.state_file, st)
 
 
-def wait_ready(names: LabNames, st: state.LabState, expanded: dict[str, Any]) -> None:
+def wait_ready(names: LabNames, st: state.LabState, expanded: ExpandedPlan) -> None:
     """Wait until every node's sshd listens (read from the node's /proc, no packets sent)."""
     deadline = time.monotonic() + BOOT_TIMEOUT_S
     pending = set(expanded["hosts"])
@@ -220,7 +222,7 @@ def wait_ready(names: LabNames, st: state.LabState, expanded: dict[str, Any]) ->
         )
 
 
-def down(expanded: dict[str, Any]) -> list[str]:
+def down(expanded: ExpandedPlan) -> list[str]:
     """Remove everything this lab made; returns what was removed (for the user)."""
     require_root()
     names = for_plan(expanded)
@@ -228,7 +230,7 @@ def down(expanded: dict[str, Any]) -> list[str]:
         return _down(names, expanded)
 
 
-def _down(names: LabNames, expanded: dict[str, Any]) -> list[str]:
+def _down(names: LabNames, expanded: ExpandedPlan) -> list[str]:
     st = state.load(names.state_file)
     removed: list[str] = []
     if st:
@@ -256,7 +258,7 @@ def _down(names: LabNames, expanded: dict[str, Any]) -> list[str]:
     return removed
 
 
-def restart_node(expanded: dict[str, Any], host: str) -> ProcRef:
+def restart_node(expanded: ExpandedPlan, host: str) -> ProcRef:
     """Power-cycle one node: its overlay (its disk) survives, its processes do not."""
     require_root()
     names = for_plan(expanded)
@@ -264,7 +266,7 @@ def restart_node(expanded: dict[str, Any], host: str) -> ProcRef:
         return _restart_node(names, expanded, host)
 
 
-def _restart_node(names: LabNames, expanded: dict[str, Any], host: str) -> ProcRef:
+def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef:
     st = state.load(names.state_file)
     if st is None or host not in st.nodes:
         raise LabError(f"node {host} is not part of a running lab {names.lab}")
@@ -280,5 +282,5 @@ def _restart_node(names: LabNames, expanded: dict[str, Any], host: str) -> ProcR
     st.nodes[host] = init
     st.services[f"boot-{host}"] = parent
     state.save(names.state_file, st)
-    wait_ready(names, st, {"hosts": {host: expanded["hosts"][host]}})
+    wait_ready(names, st, {**expanded, "hosts": {host: expanded["hosts"][host]}})
     return init

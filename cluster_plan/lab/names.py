@@ -11,7 +11,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from cluster_plan.cli.policy import CommandError
+from cluster_plan.contract import ExpandedPlan
 
 RUN_ROOT = Path("/run/cluster-plan/lab")
 VAR_ROOT = Path("/var/lib/cluster-plan/lab")
@@ -21,11 +23,11 @@ CGROUP_PARENT = "cluster-plan-lab"
 IFNAMSIZ = 15
 
 
-class LabError(Exception):
+class LabError(CommandError):
     """A lab operation failed in a way the user can act on; str() is the message."""
 
 
-def lab_id(expanded: dict[str, Any]) -> str:
+def lab_id(expanded: ExpandedPlan) -> str:
     """The lab instance name: $CLUSTER_PLAN_LAB_ID, else the cluster name.
 
     Two labs of one plan cannot share a machine under one id, so tests that run beside
@@ -98,5 +100,5 @@ def ifname(*parts: str) -> str:
     return f"{name[: IFNAMSIZ - 5]}.{digest}"
 
 
-def for_plan(expanded: dict[str, Any]) -> LabNames:
+def for_plan(expanded: ExpandedPlan) -> LabNames:
     return LabNames(lab_id(expanded))

@@ -11,8 +11,8 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
+from cluster_plan.contract import Host
 from cluster_plan.lab.hardware import device_links, device_nodes
 from cluster_plan.lab.names import CGROUP_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, run, spawn
@@ -68,7 +68,7 @@ def remove_cgroups(names: LabNames, host: str | None = None) -> None:
 
 
 def prepare_upper(
-    names: LabNames, host: str, spec: dict[str, Any], pubkey: str, nameservers: list[str]
+    names: LabNames, host: str, spec: Host, pubkey: str, nameservers: list[str]
 ) -> Path:
     """Per-node files written into the overlay's upper layer before boot."""
     upper = names.node_dir(host) / "upper"
@@ -87,16 +87,14 @@ def prepare_upper(
     keys.chmod(0o600)
     if fresh:  # first boot only: afterwards these files belong to the roles
         (upper / "etc/resolv.conf").write_text("".join(f"nameserver {ns}\n" for ns in nameservers))
-        fqdn = spec.get("fqdn") or spec["hostname"]
+        fqdn = spec["fqdn"]
         (upper / "etc/hosts").write_text(
             f"127.0.0.1\tlocalhost\n{spec['address']}\t{fqdn} {spec['hostname']}\n"
         )
     return upper
 
 
-def boot_script(
-    names: LabNames, host: str, spec: dict[str, Any], base: Path, loops: dict[str, str]
-) -> str:
+def boot_script(names: LabNames, host: str, spec: Host, base: Path, loops: dict[str, str]) -> str:
     node = names.node_dir(host)
     root = node / "root"
     q = shlex.quote

@@ -28,10 +28,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import pytest
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.converge import Run, playbook
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
@@ -71,7 +71,7 @@ class Lab:
     """A running lab, as tests see it."""
 
     plan: Path
-    expanded: dict[str, Any]
+    expanded: ExpandedPlan
     names: LabNames
 
     def init(self, host: str) -> ProcRef:
@@ -190,7 +190,7 @@ class Converged:
     (None when CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab)."""
 
     plan: Path
-    expanded: dict[str, Any]
+    expanded: ExpandedPlan
     first: Run | None
     second: Run | None
 

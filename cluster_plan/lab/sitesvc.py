@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.watchdog import exit_when_gone
 
 NTP_EPOCH_OFFSET = 2208988800
@@ -110,12 +111,12 @@ async def serve(zone_file: str, admin_ns: str, addresses: list[str]) -> None:
     await exit_when_gone(admin_ns, inside=True)
 
 
-def zone_of(expanded: dict[str, Any]) -> dict[str, Any]:
-    domain = str(expanded["cluster"].get("domain") or "").lower()
+def zone_of(expanded: ExpandedPlan) -> dict[str, Any]:
+    domain = expanded["cluster"]["domain"].lower()
     zone: dict[str, str] = {}
     for host, spec in expanded["hosts"].items():
         zone[host.lower()] = spec["address"]
-        zone[str(spec.get("fqdn") or f"{host}.{domain}").lower()] = spec["address"]
+        zone[spec["fqdn"].lower()] = spec["address"]
     return {"domain": domain, "zone": zone}
 
 

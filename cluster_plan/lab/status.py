@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.topology import plan_changes
 
 
-def collect(names: LabNames, expanded: dict[str, Any]) -> dict[str, Any]:
+def collect(names: LabNames, expanded: ExpandedPlan) -> dict[str, Any]:
     st = state.load(names.state_file)
     nodes: dict[str, Any] = {}
     for host, spec in expanded["hosts"].items():

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.lab.names import ifname
+from cluster_plan.contract import ExpandedPlan, Lab, Topology
+from cluster_plan.lab.names import LabError, ifname
 
 
 @dataclass(frozen=True)
@@ -72,26 +73,47 @@ def bridge_name(switch: str, network: str, tags: dict[str, str] | None = None) -
     return ifname(switch, (tags or {}).get(network, network[:4]))
 
 
-def wiring(expanded: dict[str, Any]) -> Wiring:
-    scale = float((expanded.get("lab") or {}).get("rate_scale", 0.01))
-    networks: dict[str, Any] = expanded["networks"]
+def lab_settings(expanded: ExpandedPlan) -> Lab:
+    """The plan's `lab` section: a plan is realized in the lab only when it has one, so that
+    the lab and acceptance read the same rate_scale (and the inventory the same connection)."""
+    settings = expanded["lab"]
+    if settings is None:
+        raise LabError(
+            f"plan {expanded['cluster']['name']!r} has no `lab:` section; add `lab: {{}}` "
+            "(rate_scale defaults to 0.01) to realize it in the lab"
+        )
+    return settings
+
+
+# Uplinks whose capacity the plan leaves open run as fast as a host link (access) or as a
+# 100 Gb/s spine (aggregation): fast enough never to be the bottleneck of a lab test.
+_SPINE_GBPS = 100.0
+
+
+def _edges(topo: Topology) -> list[tuple[str, str, float]]:
+    edges: list[tuple[str, str, float]] = []
+    for access, switch in topo["access"].items():
+        edges.append(
+            (access, switch["uplink"], float(switch["uplink_gbps"] or switch["link_gbps"]))
+        )
+    for agg, spec in topo["aggregation"].items():
+        for core in spec["uplinks"]:
+            edges.append((agg, core, float(spec["uplink_gbps"] or _SPINE_GBPS)))
+    return edges
+
+
+def wiring(expanded: ExpandedPlan) -> Wiring:
+    scale = float(lab_settings(expanded)["rate_scale"])
+    networks = expanded["networks"]
     topo = expanded["topology"]
-    switches = [*topo.get("core", {}), *topo.get("aggregation", {}), *topo.get("access", {})]
+    switches = [*topo["core"], *topo["aggregation"], *topo["access"]]
     tags = network_tags(list(networks))
     bridges = [
-        Bridge(bridge_name(sw, net, tags), sw, net, int(spec.get("mtu") or 1500))
+        Bridge(bridge_name(sw, net, tags), sw, net, int(spec["mtu"]))
         for sw in switches
         for net, spec in networks.items()
     ]
-    mtus = {net: int(spec.get("mtu") or 1500) for net, spec in networks.items()}
-    edges: list[tuple[str, str, float]] = []
-    for access, spec in topo.get("access", {}).items():
-        edges.append(
-            (access, spec["uplink"], float(spec.get("uplink_gbps") or spec.get("link_gbps") or 10))
-        )
-    for agg, spec in topo.get("aggregation", {}).items():
-        for core in spec.get("uplinks", []):
-            edges.append((agg, core, float(spec.get("uplink_gbps") or 100)))
+    edges = _edges(topo)
     uplinks = []
     for n, (lower, upper, gbps) in enumerate(edges):
         for k, net in enumerate(networks):
@@ -102,13 +124,15 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
                     bridge_name(lower, net, tags),
                     bridge_name(upper, net, tags),
                     scaled_mbit(gbps, scale),
-                    mtus[net],
+                    int(networks[net]["mtu"]),
                 )
             )
     ports = []
     net_index = {net: k for k, net in enumerate(networks)}
     for host, spec in expanded["hosts"].items():
-        for net, iface in spec.get("interfaces", {}).items():
+        if spec["access_switch"] is None or spec["link_gbps"] is None:
+            raise LabError(f"host {host} stands in no rack an access switch serves")
+        for net, iface in spec["interfaces"].items():
             # named by host, not position, so that a plan that grows renames no cable
             ports.append(
                 Port(
@@ -119,8 +143,8 @@ def wiring(expanded: dict[str, Any]) -> Wiring:
                     bridge_name(spec["access_switch"], net, tags),
                     iface["address"],
                     int(iface["prefixlen"]),
-                    int(iface.get("mtu") or mtus[net]),
-                    scaled_mbit(float(spec.get("link_gbps") or 10), scale),
+                    int(iface["mtu"]),
+                    scaled_mbit(float(spec["link_gbps"]), scale),
                 )
             )
     loops = len(edges) >= len(switches)  # a tree over n switches has n-1 edges
@@ -133,22 +157,22 @@ def _digest(shape: object) -> str:
     return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
-def fabric_digest(expanded: dict[str, Any]) -> str:
+def fabric_digest(expanded: ExpandedPlan) -> str:
     """What the running fabric was built from: switches, uplinks, networks, admin addresses."""
     wires = wiring(expanded)
     return _digest((wires.bridges, wires.uplinks, wires.loops, admin_addresses(expanded)))
 
 
-def host_digests(expanded: dict[str, Any]) -> dict[str, str]:
+def host_digests(expanded: ExpandedPlan) -> dict[str, str]:
     """Per host, what its node was built from: its cables and its stand-in hardware."""
     ports = wiring(expanded).ports
     return {
         host: _digest(
             (
                 [p for p in ports if p.host == host],
-                spec.get("accelerators"),
-                spec.get("disks"),
-                spec.get("hostname"),
+                spec["accelerators"],
+                spec["disks"],
+                spec["hostname"],
             )
         )
         for host, spec in expanded["hosts"].items()
@@ -156,7 +180,7 @@ def host_digests(expanded: dict[str, Any]) -> dict[str, str]:
 
 
 def plan_changes(
-    expanded: dict[str, Any], fabric: str, hosts: dict[str, str]
+    expanded: ExpandedPlan, fabric: str, hosts: dict[str, str]
 ) -> tuple[list[str], list[str]]:
     """(what changed under a running lab and needs down/up, hosts that can simply be added)."""
     if fabric and fabric != fabric_digest(expanded):
@@ -167,26 +191,32 @@ def plan_changes(
     return [f"host {h}" for h in changed], added
 
 
-def admin_addresses(expanded: dict[str, Any]) -> tuple[str, list[str], int]:
-    """(network, addresses, prefixlen) the admin namespace holds on the first network.
+def admin_addresses(expanded: ExpandedPlan) -> tuple[str, list[str], int]:
+    """(network, addresses, prefixlen) the admin namespace holds on the management network,
+    the one Ansible reaches nodes on (`cluster.management_network`, else the first).
 
     It stands in for the site services the plan points at on that network: the package
-    proxy, DNS and NTP (e.g. 10.40.0.2), or the network's second address when none is set.
+    proxy, DNS and NTP (e.g. 10.40.0.2), or, when none is set, the network's last address no
+    host holds (hosts are given the lowest free addresses).
     """
     from urllib.parse import urlparse
 
     import netaddr
 
-    net_name, spec = next(iter(expanded["networks"].items()))
+    net_name = expanded["cluster"]["management_network"]
+    spec = expanded["networks"][net_name]
     cidr = netaddr.IPNetwork(spec["cidr"])
     wanted: list[str] = []
-    proxy = ((expanded.get("packages") or {}).get("proxy")) or ""
+    proxy = expanded["packages"]["proxy"]
     host = urlparse(proxy).hostname if proxy else None
-    for candidate in [host, *(spec.get("dns") or []), *(spec.get("ntp") or [])]:
+    for candidate in [host, *spec["dns"], *spec["ntp"]]:
         if candidate and _in(candidate, cidr) and candidate not in wanted:
             wanted.append(candidate)
+    held = {h["interfaces"][net_name]["address"] for h in expanded["hosts"].values()
+            if net_name in h["interfaces"]}  # fmt: skip
     if not wanted:
-        wanted.append(str(cidr[2]))
+        free = (str(a) for a in reversed(list(cidr.iter_hosts())) if str(a) not in held)
+        wanted.append(next(free, str(cidr[-2])))
     return net_name, wanted, cidr.prefixlen
 
 

@@ -10,7 +10,8 @@ description:
     and its lock file (C(<plan>.lock.json) beside it), and adds every planned host with its
     locked addresses.
   - Each host gets C(ansible_host) (its management address) and C(plan_host), its expanded
-    data; the group C(all) gets C(cluster_plan), the expanded cluster without the hosts.
+    data; the group C(all) gets C(cluster_plan), the expanded cluster without the hosts, and
+    C(ansible_user) and C(ansible_port) from the plan's C(access) section.
   - Groups come from the plan, by role (C(slurm_controller), C(ceph_osd), ...), rack
     (C(rack_r1)), access switch (C(access_tor1)), hardware profile (C(hw_gpu8)), node group
     (C(nodes_gpu)), scheduler pool (C(pool_gpu)) and GPU model (C(gpu_h100)).
@@ -117,7 +118,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
         inventory.set_variable("all", "cluster_plan", cluster)
         inventory.set_variable("all", "cluster_plan_file", os.path.abspath(path))
-        for name, value in self._connection_vars(expanded, path).items():
+        access = expanded["access"]
+        connection = {"ansible_user": access["ansible_user"], "ansible_port": access["ssh_port"]}
+        connection.update(self._connection_vars(expanded, path))
+        for name, value in connection.items():
             inventory.set_variable("all", name, value)
         for group in expanded["groups"]:
             inventory.add_group(group)
@@ -144,13 +148,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             )
 
     @staticmethod
-    def _connection_vars(expanded: dict[str, Any], path: str) -> dict[str, str]:
-        """A lab plan is reached through the lab's admin namespace, never a host route."""
-        if "lab" not in expanded:
+    def _connection_vars(expanded: dict[str, Any], path: str) -> dict[str, Any]:
+        """A lab plan is reached through the lab's admin namespace, never a host route, as
+        root on port 22 (how the lab builds its nodes)."""
+        if expanded["lab"] is None:
             return {}
         try:
             from cluster_plan.lab import connection_vars
         except ImportError:
             return {}
-        result: dict[str, str] = connection_vars(expanded, path)
+        result: dict[str, Any] = {"ansible_port": 22, **connection_vars(expanded, path)}
         return result

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from acceptance_sim import SimNode, SimulatedNetwork
 
-from cluster_plan.acceptance.command import main
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import SCHEMA_ID, SCHEMA_PATH, validate_report, write_report
 from cluster_plan.acceptance.runner import NETWORK_PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import spec_from_expanded
+from cluster_plan.cli import main
 
 
 def make_report(expanded: dict[str, Any], **faults: dict[str, Any]) -> dict[str, Any]:
@@ -89,10 +89,16 @@ def test_acceptance_command_usage_errors(tmp_path: Path, capsys: pytest.CaptureF
     assert "no such host" in capsys.readouterr().err
     assert main(["acceptance", "p.yml", "--expanded", str(path), "--phases", "dns"]) == 2
     assert main(["acceptance", "p.yml", "--expanded", str(path), "--transport", "exec"]) == 2
-    broken = {**expanded_lab, "acceptance": {}}
-    path.write_text(json.dumps(broken))
+    not_expanded = {**expanded_lab, "acceptance": {}}  # not the contract's shape: unreadable
+    path.write_text(json.dumps(not_expanded))
     assert main(["acceptance", "p.yml", "--expanded", str(path)]) == 2
-    assert "acceptance.network" in capsys.readouterr().err
+    assert "not an expanded plan" in capsys.readouterr().err
+    # a plan without network thresholds fails the check acceptance needs: exit 1, as for
+    # every plan that fails a check
+    no_thresholds = {**expanded_lab, "acceptance": {**expanded_lab["acceptance"], "network": None}}
+    path.write_text(json.dumps(no_thresholds))
+    assert main(["acceptance", "p.yml", "--expanded", str(path)]) == 1
+    assert "no acceptance.network section" in capsys.readouterr().err
 
 
 def test_acceptance_in_a_lab_that_is_not_up(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -103,5 +109,5 @@ def test_acceptance_in_a_lab_that_is_not_up(tmp_path: Path, capsys: pytest.Captu
     path = tmp_path / "e.json"
     path.write_text(json.dumps(expanded_lab))
     for transport in ("lab", "lab-netns"):
-        assert main(["acceptance", "p.yml", "--expanded", str(path), "--transport", transport]) == 2
+        assert main(["acceptance", "p.yml", "--expanded", str(path), "--transport", transport]) == 1
         assert "is not up" in capsys.readouterr().err

@@ -127,11 +127,12 @@ def test_real_tools_on_loopback(tmp_path: Path, expanded_lab: dict[str, Any]) ->
     for i, host in enumerate(hosts.values()):
         host["interfaces"]["compute"]["address"] = f"127.0.0.{11 + i}"
     expanded = {**expanded_lab, "hosts": hosts, "lab": {"rate_scale": 1.0}}
-    expanded["acceptance"] = {"network": {**expanded_lab["acceptance"]["network"], "min_gbps": 0.5}}
+    network = {**expanded_lab["acceptance"]["network"], "min_gbps": 0.5}
+    expanded["acceptance"] = {**expanded_lab["acceptance"], "network": network}
     path = tmp_path / "expanded.json"
     path.write_text(json.dumps(expanded))
     proc = subprocess.run(
-        [sys.executable, "-m", "cluster_plan.acceptance.command", "acceptance", "unused.yml",
+        [sys.executable, "-m", "cluster_plan.cli", "acceptance", "unused.yml",
          "--expanded", str(path), "--transport", "exec", "--exec-prefix", "env",
          "--duration", "1", "--probes", "100", "--output-dir", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=120,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from cluster_plan.acceptance.command import main
+from cluster_plan.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

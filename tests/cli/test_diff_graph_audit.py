@@ -69,7 +69,7 @@ def test_renumbering_is_destructive_unless_allowed(
 ) -> None:
     new = copy_plan(tmp_path, "moved", ("cidr: 10.41.0.0/24", "cidr: 10.43.0.0/24"))
     code, changes = run_json(capsys, "diff", str(LAB), str(new))
-    assert code == 1
+    assert code == 3  # refused: destructive, not confirmed (1 is for a plan that fails a check)
     assert isinstance(changes, list)
     renumbered = {c["host"] for c in changes if c["impact"] == "renumber"}
     assert renumbered == {

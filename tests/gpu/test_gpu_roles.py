@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from cluster_plan import role_docs
+from cluster_plan.catalog import load_catalog
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "meta/argument_specs.yml").exists())
@@ -115,26 +116,25 @@ def run_gpu_playbook(
     )
 
 
+GOLDEN_LAB = REPO / "tests" / "plans" / "golden" / "lab.expanded.json"
+
+
 def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
-    cluster: dict[str, Any] = {
-        "scheduler": {"type": "slurm"},
-        "acceptance": {"gpu": {"max_temp_c": 85}},
+    """What the inventory gives a GPU host: the lab plan's expansion (the contract's shape),
+    with the model, count and pin under test, as a lab plan or as a real cluster's."""
+    expanded = json.loads(GOLDEN_LAB.read_text())
+    host = expanded["hosts"]["gpu01"]
+    host["accelerators"] = {
+        **host["accelerators"],
+        "model": model,
+        "count": count,
+        "driver_branch": pin,
+        "catalog": load_catalog()[model],
     }
-    if lab:
-        cluster["lab"] = {"rate_scale": 0.01}
-    return {
-        "plan_host": {
-            "hostname": "gpu01",
-            "accelerators": {
-                "model": model,
-                "count": count,
-                "vendor": "nvidia",
-                "kind": "gpu",
-                "driver_branch": pin,
-            },
-        },
-        "cluster_plan": cluster,
-    }
+    cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
+    if not lab:
+        cluster["lab"] = None
+    return {"plan_host": host, "cluster_plan": cluster}
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])

@@ -125,10 +125,15 @@ def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
         "topology": {
             "core": {"core1": {}, "core2": {}},
             "aggregation": {
-                "agg1": {"uplinks": ["core1", "core2"]},
-                "agg2": {"uplinks": ["core1", "core2"]},
+                "agg1": {"uplinks": ["core1", "core2"], "uplink_gbps": None},
+                "agg2": {"uplinks": ["core1", "core2"], "uplink_gbps": None},
             },
-            "access": {"tor1": {"uplink": "agg1"}, "tor2": {"uplink": "agg2"}},
+            "access": {
+                name: {**switch, "uplink": agg}
+                for (name, switch), agg in zip(
+                    expanded["topology"]["access"].items(), ("agg1", "agg2"), strict=True
+                )
+            },
         },
     }
     assert topology.wiring(looped).loops
@@ -274,14 +279,14 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
 
 
 def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
-    from cluster_plan.lab.command import PlanUnreadable
+    from cluster_plan.cli.policy import Exit, UsageError
 
-    with pytest.raises(PlanUnreadable) as missing:
+    with pytest.raises(UsageError) as missing:
         load_plan(str(tmp_path / "nope.yml"))
-    assert missing.value.code == 2
+    assert missing.value.exit == Exit.USAGE
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(PlanUnreadable):
+    with pytest.raises(UsageError):
         load_plan(str(bad))
 
 

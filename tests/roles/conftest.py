@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "slurm" / "filter_plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "filter"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "modules"))
 
 from cluster_plan.api import load_expanded
 

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
+# The roles name their filters by FQCN (cluster_plan.cluster.*), resolved as ansible.cfg does:
+# through collections/, which links this repository in as the collection.
+init_plugin_loader([str(ROOT / "collections")])
 
 
 def _trusted(value: Any) -> Any:
@@ -59,9 +62,7 @@ def host_variables(
 
 
 def templar(role: str, variables: dict[str, Any]) -> Templar:
-    filter_dir = ROLES / role / "filter_plugins"
-    if filter_dir.is_dir():
-        filter_loader.add_directory(str(filter_dir))
+    del role  # every role's filters come from the collection
     return Templar(loader=DataLoader(), variables=variables)
 
 

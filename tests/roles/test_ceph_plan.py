@@ -3,35 +3,21 @@ recorded Ceph output, and the templates rendered for lab hosts."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import ceph_plan as plan_filters
 import pytest
+import yaml
 from role_render import render
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLE = ROOT / "roles" / "ceph"
-
-
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-plan_filters = load(ROLE / "filter_plugins" / "ceph_plan.py", "ceph_plan")
-# The modules import their helper as Ansible ships it to a host.
-load(ROLE / "module_utils" / "ceph_cli.py", "ansible.module_utils.ceph_cli")
-crush = load(ROLE / "library" / "ceph_crush.py", "ceph_crush")
-pool_module = load(ROLE / "library" / "ceph_pool.py", "ceph_pool")
-config_module = load(ROLE / "library" / "ceph_config.py", "ceph_config")
-osd_module = load(ROLE / "library" / "ceph_osd.py", "ceph_osd")
+# The modules import their helper from the collection, which role_render makes importable.
+crush = importlib.import_module("ceph_crush")
+pool_module = importlib.import_module("ceph_pool")
+config_module = importlib.import_module("ceph_config")
+osd_module = importlib.import_module("ceph_osd")
 
 
 def osd_hosts(expanded: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,13 +27,17 @@ def osd_hosts(expanded: dict[str, Any]) -> list[dict[str, Any]]:
 # --- the plan-to-Ceph mapping -------------------------------------------------------------
 
 
-def test_networks_default_to_storage_and_cluster_to_public(lab_expanded):
-    assert plan_filters.ceph_networks(lab_expanded) == {"public": "storage", "cluster": "storage"}
-    lab_expanded["storage"]["ceph"]["cluster_network"] = "compute"
-    assert plan_filters.ceph_networks(lab_expanded)["cluster"] == "compute"
-    del lab_expanded["storage"]["ceph"]["public_network"]
-    del lab_expanded["networks"]["storage"]
-    assert plan_filters.ceph_networks(lab_expanded)["public"] == "mgmt"
+def test_networks_default_to_storage_and_cluster_to_public():
+    from cluster_plan.defaults import with_defaults
+
+    plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
+    del plan["storage"]["ceph"]["public_network"]
+    filled = with_defaults(plan)
+    assert plan_filters.ceph_networks(filled) == {"public": "storage", "cluster": "storage"}
+    plan["storage"]["ceph"]["cluster_network"] = "compute"
+    assert plan_filters.ceph_networks(with_defaults(plan))["cluster"] == "compute"
+    del plan["networks"]["storage"]
+    assert plan_filters.ceph_networks(with_defaults(plan))["public"] == "mgmt"
 
 
 def test_crush_tree_puts_each_osd_host_under_its_plan_rack(lab_expanded):
@@ -97,8 +87,11 @@ def test_dataset_pool_gets_a_rule_taking_only_the_dataset_racks(lab_expanded):
 
 
 def test_pool_defaults_are_cephs(lab_expanded):
-    lab_expanded["storage"]["ceph"]["pools"] = [{"name": "p", "size": 3}]
-    (pool,) = plan_filters.ceph_pools(lab_expanded)
+    from cluster_plan.defaults import with_defaults
+
+    plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
+    plan["storage"]["ceph"]["pools"] = [{"name": "p", "size": 3}]
+    (pool,) = plan_filters.ceph_pools(with_defaults(plan))
     assert pool == {
         "name": "p",
         "size": 3,
@@ -111,6 +104,8 @@ def test_pool_defaults_are_cephs(lab_expanded):
 
 
 def test_memory_settings_become_config_database_options(lab_expanded):
+    from cluster_plan.defaults import section_defaults
+
     options = {
         (o["who"], o["name"]): o["value"] for o in plan_filters.ceph_config_options(lab_expanded)
     }
@@ -120,7 +115,7 @@ def test_memory_settings_become_config_database_options(lab_expanded):
     assert options[("osd", "bluestore_cache_size")] == str(memory["bluestore_cache_mib"] << 20)
     assert options[("mds", "mds_cache_memory_limit")] == str(memory["mds_cache_mib"] << 20)
     assert options[("mon", "mon_data_avail_warn")] == "10"
-    del lab_expanded["storage"]["ceph"]["memory"]
+    lab_expanded["storage"]["ceph"]["memory"] = section_defaults("storage.ceph.memory")
     options = {
         (o["who"], o["name"]): o["value"] for o in plan_filters.ceph_config_options(lab_expanded)
     }

@@ -3,26 +3,13 @@ rendered ganesha.conf and mount units."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+import ceph_plan
+import nfs_plan
 from role_render import render
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location(
-    "nfs_plan", ROOT / "roles" / "nfs" / "filter_plugins" / "nfs_plan.py"
-)
-assert spec and spec.loader
-nfs_plan = importlib.util.module_from_spec(spec)
-sys.modules["nfs_plan"] = nfs_plan
-spec.loader.exec_module(nfs_plan)
-ceph_spec = importlib.util.spec_from_file_location(
-    "ceph_plan_for_nfs", ROOT / "roles" / "ceph" / "filter_plugins" / "ceph_plan.py"
-)
-assert ceph_spec and ceph_spec.loader
-ceph_plan = importlib.util.module_from_spec(ceph_spec)
-ceph_spec.loader.exec_module(ceph_plan)
 
 
 def test_exports_carry_backend_served_path_and_network(lab_expanded):

@@ -1,4 +1,4 @@
-"""The scheduling policy decided in roles/slurm/filter_plugins/slurm_policy.py."""
+"""The scheduling policy decided in plugins/filter/slurm_policy.py."""
 
 from __future__ import annotations
 

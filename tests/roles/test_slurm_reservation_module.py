@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "roles" / "slurm" / "library"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "modules"))
 
 import slurm_reservation as module
 

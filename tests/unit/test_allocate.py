@@ -6,7 +6,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, lock_differences
+from cluster_plan.allocate import allocate_addresses, build_lock
+from cluster_plan.defaults import with_defaults
+from cluster_plan.lockfile import lock_differences
 from cluster_plan.nodes import iter_nodes
 
 
@@ -25,7 +27,9 @@ def make_plan(
 
 
 def allocate(plan, previous=None, reclaim=False):
-    lock, findings = allocate_addresses(plan, list(iter_nodes(plan)), previous, reclaim=reclaim)
+    lock, findings = allocate_addresses(
+        plan, list(iter_nodes(with_defaults(plan))), previous, reclaim=reclaim
+    )
     return lock, [(f.code, f.json_path) for f in findings]
 
 
@@ -194,7 +198,7 @@ def test_full_network_hint_mentions_reclaim_when_addresses_are_held_back():
     lock, _ = allocate(plan)
     lock2, _ = allocate(make_plan({"a": {"count": 5}}, cidr="10.0.0.0/29"), lock)
     grown = make_plan({"a": {"count": 5}, "b": {"count": 1}}, cidr="10.0.0.0/29")
-    nodes = list(iter_nodes(grown))
+    nodes = list(iter_nodes(with_defaults(grown)))
     _, findings = allocate_addresses(grown, nodes, lock2)
     assert [f.code for f in findings] == ["network-full"]
     assert "--reclaim" in (findings[0].hint or "")
@@ -236,4 +240,65 @@ def test_lock_differences_name_what_is_stale():
         },
     }
     assert "a01" in " ".join(lock_differences(moved, lock))
-    assert lock_differences({"networks": {}}, lock) == ["network mgmt is not in the lock"]
+    assert lock_differences({"networks": {}, "racks": lock["racks"]}, lock) == [
+        "network mgmt is not in the lock"
+    ]
+    assert lock_differences({**lock, "racks": None} | {"racks": lock["racks"]}, lock) == []
+    v1 = {k: v for k, v in lock.items() if k != "racks"}
+    assert lock_differences(v1, lock) == ["the lock does not record racks (a lock of version 1)"]
+
+
+def test_a_host_that_comes_back_gets_its_held_back_address_on_every_network():
+    plan = make_plan({"a": {"count": 3}, "b": {"count": 1}})
+    plan["networks"]["data"] = {"cidr": "10.1.0.0/24"}
+    lock, _ = allocate(plan)
+    shrunk = make_plan({"a": {"count": 1}, "b": {"count": 1}})
+    shrunk["networks"]["data"] = {"cidr": "10.1.0.0/24"}
+    lock2, _ = allocate(shrunk, lock)
+    # meanwhile another group grows: it must not take the held-back addresses
+    grown_b = make_plan({"a": {"count": 1}, "b": {"count": 3}})
+    grown_b["networks"]["data"] = {"cidr": "10.1.0.0/24"}
+    lock3, findings = allocate(grown_b, lock2)
+    assert findings == []
+    back = make_plan({"a": {"count": 3}, "b": {"count": 3}})
+    back["networks"]["data"] = {"cidr": "10.1.0.0/24"}
+    lock4, findings = allocate(back, lock3)
+    assert findings == []
+    for net in ("mgmt", "data"):
+        for host in ("a02", "a03"):
+            assert hosts(lock4, net)[host] == hosts(lock, net)[host], (net, host)
+        assert lock4["networks"][net]["released"] == {}
+
+
+def test_moving_the_gateway_onto_a_host_is_refused_not_renumbered():
+    lock, _ = allocate(make_plan({"a": {"count": 3}}, gateway="10.0.0.254"))
+    held = hosts(lock)["a02"]
+    plan = make_plan({"a": {"count": 3}}, gateway=held)
+    lock2, findings = allocate_addresses(plan, list(iter_nodes(with_defaults(plan))), lock)
+    assert [(f.code, f.json_path) for f in findings] == [
+        ("locked-address-lost", "$.networks.mgmt.gateway")
+    ]
+    assert "a02" in findings[0].message and "gateway" in findings[0].message
+    assert hosts(lock2) == hosts(lock)  # nothing moved
+    # asked for explicitly, the host moves and the move is told
+    lock3, findings, moves = build_lock(
+        plan, list(iter_nodes(with_defaults(plan))), lock, allow_moves=True
+    )
+    assert findings == []
+    assert hosts(lock3)["a02"] != held
+    assert moves == [f"a02 on mgmt: {held} -> {hosts(lock3)['a02']} (now the gateway address)"]
+    # the other hosts stay where they were
+    assert {h: a for h, a in hosts(lock3).items() if h != "a02"} == {
+        h: a for h, a in hosts(lock).items() if h != "a02"
+    }
+
+
+def test_widening_reserved_over_hosts_is_refused_and_names_them():
+    lock, _ = allocate(make_plan({"a": {"count": 4}}))
+    plan = make_plan({"a": {"count": 4}}, reserved=["10.0.0.1-10.0.0.3"])
+    _, findings = allocate_addresses(plan, list(iter_nodes(with_defaults(plan))), lock)
+    (finding,) = findings
+    assert (finding.code, finding.json_path) == ("locked-address-lost", "$.networks.mgmt.reserved")
+    for host in ("a01", "a02", "a03"):
+        assert host in finding.message
+    assert "a04" not in finding.message

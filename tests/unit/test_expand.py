@@ -14,6 +14,7 @@ import yaml
 
 from cluster_plan.allocate import allocate_addresses
 from cluster_plan.api import load_expanded
+from cluster_plan.defaults import with_defaults
 from cluster_plan.expand import expand, group_name
 from cluster_plan.nodes import iter_nodes
 from cluster_plan.validate import validate_text
@@ -202,7 +203,7 @@ def test_cluster_wide_data(plan, expanded):
     assert expanded["networks"]["compute"]["mtu"] == 9000
     assert expanded["networks"]["mgmt"]["netmask"] == "255.255.255.0"
     assert expanded["racks"]["r1"]["access_switch"] == "tor1"
-    assert expanded["racks"]["r2"] == {"access_switch": "tor2", "row": "A"}
+    assert expanded["racks"]["r2"] == {"access_switch": "tor2", "row": "A", "description": ""}
     assert expanded["topology"]["core"] == {"core1": {}}
     assert expanded["scheduler"]["workload_classes"]["training"]["pool"] == "gpu"
     assert "suppress" not in expanded
@@ -211,6 +212,7 @@ def test_cluster_wide_data(plan, expanded):
 
 
 def test_expand_is_pure(plan, lock):
+    plan = with_defaults(plan)
     plan_before, lock_before = copy.deepcopy(plan), copy.deepcopy(lock)
     nodes = list(iter_nodes(plan))
     first = expand(plan, nodes, lock)

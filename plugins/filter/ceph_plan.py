@@ -1,9 +1,10 @@
 """Turn the expanded plan into what the Ceph role applies: networks, monitors, OSD disks,
 the CRUSH tree and rules, pools, the CephFS and its clients.
 
-Pure functions over plain dicts (the `cluster_plan` group variable and `plan_host` dicts):
-the tasks and templates only apply what these return, so the plan-to-Ceph mapping is
-decided here, in one place, and unit-tested offline (tests/roles/test_ceph_plan.py).
+Pure functions over plain dicts (the `cluster_plan` group variable and `plan_host` dicts),
+which carry every plan default already (cluster_plan/defaults.py): the tasks and templates
+only apply what these return, so the plan-to-Ceph mapping is decided here, in one place, and
+unit-tested offline (tests/roles/test_ceph_plan.py).
 """
 
 from __future__ import annotations
@@ -14,20 +15,6 @@ from typing import Any
 Host = dict[str, Any]
 Plan = dict[str, Any]
 
-# Ceph's own defaults where the plan leaves a pool setting out.
-POOL_DEFAULTS = {"pg_num": 32, "autoscale": "on", "application": "rbd"}
-CEPHFS_DEFAULTS = {
-    "name": "cephfs",
-    "mount": "/mnt/cephfs",
-    "clients": ["slurm_compute", "login", "k8s_worker"],
-    "client": "kernel",
-}
-MEMORY_DEFAULTS = {
-    "osd_memory_target_mib": 4096,
-    "mon_memory_target_mib": 2048,
-    "mds_cache_mib": 4096,
-}
-
 
 def _ceph(plan: Plan) -> dict[str, Any]:
     return dict((plan.get("storage") or {}).get("ceph") or {})
@@ -36,9 +23,7 @@ def _ceph(plan: Plan) -> dict[str, Any]:
 def ceph_networks(plan: Plan) -> dict[str, str]:
     """Plan network names of Ceph's public and cluster networks."""
     ceph = _ceph(plan)
-    names = list(plan["networks"])
-    public = ceph.get("public_network") or ("storage" if "storage" in names else names[0])
-    return {"public": public, "cluster": ceph.get("cluster_network") or public}
+    return {"public": str(ceph["public_network"]), "cluster": str(ceph["cluster_network"])}
 
 
 def ceph_address(host: Host, network: str) -> str:
@@ -69,7 +54,7 @@ def ceph_zap_allowed(plan: Plan, host: str) -> list[str]:
 
 
 def ceph_memory(plan: Plan) -> dict[str, Any]:
-    return {**MEMORY_DEFAULTS, **(_ceph(plan).get("memory") or {})}
+    return dict(_ceph(plan)["memory"])
 
 
 def _dataset_pools(plan: Plan) -> dict[str, list[str]]:
@@ -86,7 +71,7 @@ def ceph_crush_rules(plan: Plan) -> list[dict[str, Any]]:
     """Replicated rules: one for the plan's failure domain over the whole tree, and one per
     dataset pool that only reaches the dataset's racks (a rack itself, or a root linking
     the racks when there are several)."""
-    domain = _ceph(plan).get("failure_domain", "host")
+    domain = _ceph(plan)["failure_domain"]
     rules = [{"name": f"replicated_{domain}", "take": "default", "type": domain, "racks": []}]
     for pool, racks in sorted(_dataset_pools(plan).items()):
         # Inside one rack the replicas can only be spread over hosts.
@@ -99,14 +84,13 @@ def ceph_crush_rules(plan: Plan) -> list[dict[str, Any]]:
 
 
 def ceph_pools(plan: Plan) -> list[dict[str, Any]]:
-    """The plan's pools with defaults filled in and the CRUSH rule each one uses."""
+    """The plan's pools and the CRUSH rule each one uses."""
     ceph = _ceph(plan)
-    domain = ceph.get("failure_domain", "host")
+    domain = ceph["failure_domain"]
     dataset_pools = _dataset_pools(plan)
     pools = []
-    for pool in ceph.get("pools") or []:
-        spec = {**POOL_DEFAULTS, **pool}
-        spec.setdefault("min_size", spec["size"] - spec["size"] // 2)
+    for pool in ceph["pools"]:
+        spec = dict(pool)
         spec["rule"] = (
             f"dataset_{spec['name']}" if spec["name"] in dataset_pools else f"replicated_{domain}"
         )
@@ -117,7 +101,7 @@ def ceph_pools(plan: Plan) -> list[dict[str, Any]]:
 def ceph_crush_tree(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]:
     """Buckets under the root `default`, parents first: rows (only with failure domain row),
     one rack per plan rack that holds OSD hosts, and the OSD hosts under their racks."""
-    domain = _ceph(plan).get("failure_domain", "host")
+    domain = _ceph(plan)["failure_domain"]
     racks = plan.get("racks") or {}
     buckets: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -153,7 +137,7 @@ def ceph_crush_location(plan: Plan, host: Host) -> str:
 
 def ceph_cephfs(plan: Plan) -> dict[str, Any] | None:
     fs = _ceph(plan).get("cephfs")
-    return {**CEPHFS_DEFAULTS, **fs} if fs else None
+    return dict(fs) if fs else None
 
 
 def ceph_cephfs_clients(plan: Plan, hosts: list[Host]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.ceph_cli import CephError, ceph
+from ansible_collections.cluster_plan.cluster.plugins.module_utils.ceph_cli import CephError, ceph
 
 DOCUMENTATION = r"""
 module: ceph_config

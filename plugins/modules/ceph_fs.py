@@ -8,7 +8,7 @@ import errno
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.ceph_cli import CephError, ceph
+from ansible_collections.cluster_plan.cluster.plugins.module_utils.ceph_cli import CephError, ceph
 
 DOCUMENTATION = r"""
 module: ceph_fs
@@ -118,13 +118,14 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
+    paths: dict[str, str] = {}
     try:
         steps = fs_steps(module, p)
         if not module.check_mode:
             for step in steps:
                 ceph(module, *step, as_json=False)
         if module.check_mode and any(s[:2] == ["fs", "new"] for s in steps):
-            more, paths = [["fs", "subvolume", "..."]] if p["datasets"] or p["groups"] else [], {}
+            more = [["fs", "subvolume", "..."]] if p["datasets"] or p["groups"] else []
         else:
             more, paths = subvolume_paths(module, p)
     except CephError as err:

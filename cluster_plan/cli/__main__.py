@@ -1,0 +1,5 @@
+import sys
+
+from cluster_plan.cli.app import main
+
+sys.exit(main())

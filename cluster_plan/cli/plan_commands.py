@@ -1,0 +1,176 @@
+"""The plan subcommands: validate, lock, expand, diff, graph, audit.
+
+Each handler returns an exit status or raises (cluster_plan.cli.policy maps what it raises);
+what it prints goes through the reporter that `--format` chose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from cluster_plan.cli.policy import CheckFailed, Exit, Refused, UsageError, exit_for
+from cluster_plan.cli.reporters import FileReport
+from cluster_plan.findings import Finding
+from cluster_plan.lockfile import lock_path_for
+from cluster_plan.validate import validate_file
+
+
+def _strict(findings: list[Finding]) -> list[Finding]:
+    return [dataclasses.replace(f, severity="error") for f in findings]
+
+
+def cmd_validate(args: argparse.Namespace) -> Exit:
+    reports = []
+    for path in args.plans:
+        result = validate_file(path, check_lock=not args.no_lock)
+        findings = _strict(result.findings) if args.strict else result.findings
+        reports.append(
+            FileReport(result.doc.file, findings, result.doc.source_lines, len(result.nodes))
+        )
+    args.reporter.files(reports)
+    return max((exit_for(r.findings) for r in reports), default=Exit.OK)
+
+
+def cmd_lock(args: argparse.Namespace) -> Exit:
+    from cluster_plan.api import lock_plan
+
+    path = lock_path_for(args.plan)
+    outcome = lock_plan(
+        args.plan, reclaim=args.reclaim, allow_moves=args.allow_moves, write=not args.check
+    )
+    hosts = {h for net in outcome.lock["networks"].values() for h in net["hosts"]}
+    if args.check:
+        if outcome.changed:
+            raise CheckFailed(f"{path}: out of date; run `cluster-plan lock {args.plan}`")
+        verb = "up to date"
+    else:
+        verb = "wrote" if outcome.changed else "unchanged"
+    data = {
+        "lock": str(path),
+        "status": verb,
+        "hosts": len(hosts),
+        "networks": len(outcome.lock["networks"]),
+        "moves": outcome.moves,
+    }
+
+    def text() -> str:
+        lines = [f"{path}: {verb} ({len(hosts)} hosts on {len(outcome.lock['networks'])} networks)"]
+        lines += [f"  moved {move}" for move in outcome.moves]
+        return "\n".join(lines)
+
+    args.reporter.result(data, text)
+    validation = outcome.validation
+    args.reporter.warnings(validation.findings, validation.doc.file, validation.doc.source_lines)
+    return Exit.OK
+
+
+def cmd_expand(args: argparse.Namespace) -> Exit:
+    from cluster_plan.api import load_expanded
+
+    expanded = load_expanded(args.plan)
+    if args.host and args.host not in expanded["hosts"]:
+        raise UsageError(f"{args.plan}: no host {args.host!r} in the plan")
+    data = expanded["hosts"][args.host] if args.host else expanded
+    args.reporter.result(data, lambda: "")
+    return Exit.OK
+
+
+def cmd_diff(args: argparse.Namespace) -> Exit:
+    from cluster_plan.diff import diff_files, render_changes
+
+    changes = diff_files(args.old, args.new)
+    args.reporter.result([c.as_dict() for c in changes], lambda: render_changes(changes))
+    destructive = [c for c in changes if c.destructive]
+    if destructive and not args.allow_destructive:
+        raise Refused(
+            f"{len(destructive)} destructive change(s); pass --allow-destructive to accept them"
+        )
+    return Exit.OK
+
+
+def cmd_graph(args: argparse.Namespace) -> Exit:
+    from cluster_plan.api import load_expanded
+    from cluster_plan.graph import render_svg
+
+    svg = render_svg(load_expanded(args.plan))
+    if args.output:
+        Path(args.output).write_text(svg)
+        args.reporter.note(f"wrote {args.output}")
+    else:
+        args.reporter.result(svg, lambda: svg.rstrip("\n"))
+    return Exit.OK
+
+
+def cmd_audit(args: argparse.Namespace) -> Exit:
+    from cluster_plan.api import load_expanded
+    from cluster_plan.audit import audit, render_audit
+
+    report = audit(load_expanded(args.plan))
+    args.reporter.result(report, lambda: render_audit(report))
+    return Exit.FAILED if report["problems"] else Exit.OK
+
+
+def _add_format(parser: argparse.ArgumentParser, *choices: str) -> None:
+    parser.add_argument(
+        "--format", choices=choices, default=choices[0], help="output format (default: %(default)s)"
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate", help="check plans against the schema, the semantic rules and their locks"
+    )
+    p.add_argument("plans", nargs="+", metavar="PLAN")
+    p.add_argument("--no-lock", action="store_true", help="do not check the lock file")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    _add_format(p, "text", "json")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("lock", help="allocate addresses and racks; write PLAN's lock file")
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="let new hosts reuse addresses freed by removed hosts",
+    )
+    p.add_argument(
+        "--allow-moves",
+        action="store_true",
+        help="let hosts change address or rack where the plan leaves them no other choice "
+        "(a gateway or reserved range over a locked address, a new CIDR, a rack taken out of "
+        "a group); every move is listed",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the lock is out of date"
+    )
+    _add_format(p, "text", "json")
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("expand", help="print the expanded cluster")
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("--host", help="only this host")
+    _add_format(p, "yaml", "json")
+    p.set_defaults(func=cmd_expand)
+
+    p = sub.add_parser("diff", help="changes between two plans and their impact")
+    p.add_argument("old", metavar="OLD")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument(
+        "--allow-destructive",
+        action="store_true",
+        help="exit 0 even when a change reinstalls, moves or renumbers hosts",
+    )
+    _add_format(p, "text", "json")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("graph", help="an SVG picture of the topology")
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("-o", "--output", help="write the SVG here (default: standard output)")
+    p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("audit", help="capacity, address use and oversubscription of a plan")
+    p.add_argument("plan", metavar="PLAN")
+    _add_format(p, "text", "json")
+    p.set_defaults(func=cmd_audit)

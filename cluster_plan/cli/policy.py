@@ -1,0 +1,106 @@
+"""The command line's one policy: what each exit status means, and which error maps to which.
+
+Subcommands return what they found or raise; `run` turns that into an exit status. Every
+subcommand of `cluster-plan` (lab, acceptance and report included) goes through here, so the
+same broken input gives the same status whatever the command.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cluster_plan.findings import Finding, PlanError, errors
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    FAILED = 1  # the plan, or the cluster, fails a check; every finding is printed
+    USAGE = 2  # a usage error, or input that cannot be read at all
+    REFUSED = 3  # a destructive change that needs its confirming flag (--allow-destructive)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
+
+# Findings that mean "there is no plan to check" rather than "the plan fails a check".
+INPUT_CODES = frozenset(
+    {"file-not-found", "not-a-file", "unreadable", "not-text", "plan-too-large"}
+)
+
+
+class CommandError(Exception):
+    """A failure a subcommand reports in words; ``exit`` says which kind it is."""
+
+    exit: Exit = Exit.FAILED
+
+    def __init__(self, message: str, *, exit: Exit | None = None) -> None:
+        super().__init__(message)
+        if exit is not None:
+            self.exit = exit
+
+
+class UsageError(CommandError):
+    """Wrong arguments, or an input file that cannot be read."""
+
+    exit = Exit.USAGE
+
+
+class CheckFailed(CommandError):
+    """The plan or the cluster fails a check."""
+
+    exit = Exit.FAILED
+
+
+class Refused(CommandError):
+    """The command would do something destructive that the user did not confirm."""
+
+    exit = Exit.REFUSED
+
+
+def exit_for(findings: Iterable[Finding]) -> Exit:
+    """OK without errors; USAGE when every error says the input could not be read at all."""
+    errs = errors(findings)
+    if not errs:
+        return Exit.OK
+    return Exit.USAGE if all(f.code in INPUT_CODES for f in errs) else Exit.FAILED
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
+    """Call a subcommand's handler and map what it raises to an exit status."""
+    reporter = getattr(args, "reporter", None)
+    try:
+        code = handler(args)
+        return int(Exit.OK if code is None else code)
+    except PlanError as exc:
+        if reporter is not None:
+            reporter.plan_error(exc)
+        else:
+            _stderr(exc.render())
+        return int(exit_for(exc.findings))
+    except CommandError as exc:
+        _stderr(f"{_prog(args)}: error: {exc}")
+        return int(exc.exit)
+    except KeyboardInterrupt:
+        _stderr("interrupted")
+        return int(Exit.INTERRUPTED)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, and keep Python from complaining
+        # about the unflushed pipe at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(Exit.OK)
+    except OSError as exc:  # a file we were told to write or read: name it, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        _stderr(f"{_prog(args)}: error: {where}{exc.strerror or exc}")
+        return int(Exit.USAGE)
+
+
+def _prog(args: Any) -> str:
+    command = getattr(args, "command", None)
+    return f"cluster-plan {command}" if command else "cluster-plan"

@@ -1,0 +1,288 @@
+"""The expanded plan's contract: the one shape every consumer reads.
+
+`expand()` returns an `ExpandedPlan`; the inventory plugin hands it to Ansible (`plan_host`
+per host, `cluster_plan` on `all`), and the lab, acceptance, diff, graph and audit read it.
+Every key is always present: defaults are filled by cluster_plan.defaults, so a consumer
+never decides one. Optional parts are None (a host without accelerators, a plan without a
+lab). docs/expanded-data.md documents these types and a test keeps the two in step; the
+golden expanded files are checked against them at run time (`conformance_errors`).
+"""
+
+import types
+import typing
+from typing import Any, Literal, TypedDict, Union, get_args, get_origin
+
+
+class Cluster(TypedDict):
+    name: str
+    domain: str
+    os: str | None
+    timezone: str
+    description: str
+    management_network: str  # the network Ansible reaches nodes on
+
+
+class Network(TypedDict):
+    cidr: str
+    prefixlen: int
+    netmask: str
+    gateway: str | None
+    dns: list[str]
+    ntp: list[str]
+    mtu: int
+    vlan: int | None
+    description: str
+
+
+class Interface(TypedDict):
+    device: str  # the device name on the host (a NIC of the profile, or the network's name)
+    address: str
+    prefixlen: int
+    cidr: str
+    netmask: str
+    gateway: str | None
+    mtu: int
+    vlan: int | None
+
+
+class Disk(TypedDict, total=False):
+    name: typing.Required[str]
+    size_gb: typing.Required[float]
+    type: typing.Required[str]
+    use: typing.Required[str]
+    device: str  # only when the plan names the device
+
+
+class Accelerators(TypedDict):
+    model: str  # catalog key
+    count: int
+    vendor: str  # nvidia | generic
+    kind: Literal["gpu", "accelerator"]  # gpu: NVIDIA, driver installed by this project
+    gres_type: str  # Slurm gres type name
+    driver_branch: int | None  # the plan's pin, if any
+    catalog: dict[str, Any]  # the catalog entry
+
+
+class Host(TypedDict):
+    hostname: str
+    fqdn: str
+    node_group: str
+    index: int
+    rack: str | None
+    access_switch: str | None
+    aggregation_switch: str | None
+    core_switches: list[str]
+    link_gbps: float | None  # the host's access link speed
+    hardware_profile: str
+    cpu_cores: int
+    memory_gb: float
+    disks: list[Disk]
+    accelerators: Accelerators | None
+    roles: list[str]
+    pool: str | None
+    datasets: list[str]  # datasets whose racks include the host's rack
+    interfaces: dict[str, Interface]  # one per network the host is on
+    address: str  # on the management network: Ansible's ansible_host
+
+
+class CoreSwitch(TypedDict, total=False):
+    description: str
+
+
+class AggregationSwitch(TypedDict):
+    uplinks: list[str]
+    uplink_gbps: float | None
+    description: typing.NotRequired[str]
+
+
+class AccessSwitch(TypedDict):
+    uplink: str
+    racks: list[str]
+    link_gbps: float
+    uplink_gbps: float | None
+    ports: int | None
+    description: typing.NotRequired[str]
+
+
+class Topology(TypedDict):
+    core: dict[str, CoreSwitch]
+    aggregation: dict[str, AggregationSwitch]
+    access: dict[str, AccessSwitch]
+
+
+class Rack(TypedDict):
+    access_switch: str | None
+    row: str | None
+    description: str
+    location: typing.NotRequired[str]
+
+
+class WorkloadClass(TypedDict):
+    pool: str
+    needs: Literal["gpu", "accelerator", "cpu", "any"]
+    default: bool
+    max_time: str
+    description: str
+    priority: typing.NotRequired[int]
+
+
+class Dataset(TypedDict):
+    racks: list[str]
+    description: str
+    pool: str | None  # the Ceph pool holding it
+    path: typing.NotRequired[str]
+    size_gb: typing.NotRequired[float]
+
+
+class Reservation(TypedDict):
+    start: str
+    duration_minutes: int
+    node_groups: list[str]
+    nodes: list[str]
+    flags: list[str]
+    users: list[str]
+    accounts: list[str]
+
+
+class SlurmSettings(TypedDict):
+    accounting: bool
+    gres_autodetect: bool
+    cluster_name: str
+
+
+class Scheduler(TypedDict):
+    type: Literal["slurm", "kubernetes"]
+    workload_classes: dict[str, WorkloadClass]
+    datasets: dict[str, Dataset]
+    reservations: dict[str, Reservation]
+    slurm: typing.NotRequired[SlurmSettings]  # Slurm plans only
+    kubernetes: typing.NotRequired[dict[str, Any]]  # Kubernetes plans only
+
+
+class NetworkAcceptance(TypedDict):
+    networks: list[str]  # the plan's, else every network but the management network
+    duration_s: float
+    outlier_pct: float
+    min_gbps: typing.NotRequired[float]
+    max_latency_ms: typing.NotRequired[float]
+    max_loss_pct: typing.NotRequired[float]
+
+
+class GpuAcceptance(TypedDict):
+    max_temp_c: float
+    max_ecc_uncorrected: int
+    max_remapped_rows_pending: int
+    max_retired_pages: int
+    min_pcie_width_ratio: float
+    require_nvlink: bool
+    memory_tolerance_pct: float
+    fail_on_xids: list[int]
+
+
+class StorageAcceptance(TypedDict):
+    bench_seconds: int
+    pool: typing.NotRequired[str]  # plans with Ceph pools: the first rbd pool unless set
+
+
+class Acceptance(TypedDict):
+    network: NetworkAcceptance | None
+    gpu: GpuAcceptance
+    storage: StorageAcceptance
+
+
+class Lab(TypedDict):
+    rate_scale: float  # lab links run at plan speed times this
+
+
+class Packages(TypedDict):
+    proxy: str | None
+    mirror: str | None
+    unattended_upgrades: Literal["none", "security", "all"]
+
+
+class AdminUser(TypedDict):
+    name: str
+    ssh_keys: list[str]
+    sudo: bool
+
+
+class Access(TypedDict):
+    ansible_user: str
+    ssh_port: int
+    admin_users: list[AdminUser]
+
+
+class ExpandedPlan(TypedDict):
+    cluster: Cluster
+    networks: dict[str, Network]
+    topology: Topology
+    racks: dict[str, Rack]
+    hardware: dict[str, dict[str, Any]]  # the profiles, as in the plan with defaults
+    scheduler: Scheduler | None
+    node_groups: dict[str, dict[str, Any]]  # as in the plan with defaults, without `nodes`
+    storage: dict[str, Any]  # local, nfs, ceph (None when not planned)
+    backups: dict[str, Any] | None
+    packages: Packages
+    access: Access
+    acceptance: Acceptance
+    lab: Lab | None  # None unless the plan is realized by the lab
+    hosts: dict[str, Host]  # node group order, then index
+    groups: dict[str, list[str]]  # Ansible group -> sorted host names
+
+
+# ---- run-time conformance (tests check the golden expanded files against the contract)
+
+
+def _name(kind: Any) -> str:
+    return getattr(kind, "__name__", None) or str(kind)
+
+
+def _typed_dict_errors(value: Any, kind: Any, path: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{path}: expected a mapping ({_name(kind)}), got {type(value).__name__}"]
+    hints = typing.get_type_hints(kind)
+    errors = []
+    missing = sorted(kind.__required_keys__ - value.keys())
+    extra = sorted(value.keys() - hints.keys())
+    errors += [f"{path}: {_name(kind)} lacks {key!r}" for key in missing]
+    errors += [f"{path}: {_name(kind)} has no key {key!r}" for key in extra]
+    for key in value.keys() & hints.keys():
+        errors += conformance_errors(value[key], hints[key], f"{path}.{key}")
+    return errors
+
+
+def conformance_errors(value: Any, kind: Any, path: str = "$") -> list[str]:
+    """Where ``value`` does not have the shape ``kind`` describes (empty when it does)."""
+    origin = get_origin(kind)
+    if kind is Any:
+        return []
+    if origin in (typing.Required, typing.NotRequired):
+        return conformance_errors(value, get_args(kind)[0], path)
+    if isinstance(kind, type) and typing.is_typeddict(kind):
+        return _typed_dict_errors(value, kind, path)
+    if origin in (Union, types.UnionType):
+        options = [conformance_errors(value, k, path) for k in get_args(kind)]
+        return [] if any(not o for o in options) else min(options, key=len)
+    if origin is Literal:
+        return [] if value in get_args(kind) else [f"{path}: {value!r} not in {get_args(kind)}"]
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{path}: expected a list, got {type(value).__name__}"]
+        (item,) = get_args(kind)
+        return [e for i, v in enumerate(value) for e in conformance_errors(v, item, f"{path}[{i}]")]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{path}: expected a mapping, got {type(value).__name__}"]
+        _, item = get_args(kind)
+        return [e for k, v in value.items() for e in conformance_errors(v, item, f"{path}.{k}")]
+    if kind is type(None):
+        return [] if value is None else [f"{path}: expected null, got {value!r}"]
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return [] if ok else [f"{path}: expected a number, got {value!r}"]
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return [] if ok else [f"{path}: expected an integer, got {value!r}"]
+    if isinstance(kind, type):
+        return [] if isinstance(value, kind) else [f"{path}: expected {_name(kind)}, got {value!r}"]
+    return [f"{path}: cannot check against {kind!r}"]

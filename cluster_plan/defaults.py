@@ -1,0 +1,262 @@
+"""Every default of the plan, in one table, applied in one place.
+
+`with_defaults(plan)` fills each setting the plan leaves out, so the checks, the expansion and
+every consumer behind it (roles through the inventory, the lab, acceptance, diff, audit) read
+one value and never choose a default of their own. The schema's `default` annotations are
+tested to agree with this table; docs/expanded-data.md lists the result.
+
+Paths are dotted: `*` stands for every key of a mapping, `[]` for every item of a list. A
+default applies only where its parent exists, so `hardware.*.accelerators.driver_branch` is
+filled in profiles that have accelerators. A section whose default is None stays absent from
+the plan but present (as null) in the expanded data.
+
+Defaults that depend on the rest of the plan (the management network, the networks acceptance
+tests, Ceph's networks, Slurm's cluster name, the networks of a node group) are `DERIVED`
+below, and sections that exist because of another setting (Slurm's, in a Slurm plan) are
+`SECTIONS`; both are applied here too.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
+# micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
+# ECC rate, uncontained ECC, GSP errors, unrecovered ECC. Others warn.
+FATAL_XIDS = [48, 62, 64, 74, 79, 92, 95, 119, 120, 140]
+
+PLAN_DEFAULTS: dict[str, Any] = {
+    "cluster.os": None,
+    "cluster.timezone": "UTC",
+    "cluster.description": "",
+    "networks.*.gateway": None,
+    "networks.*.dns": [],
+    "networks.*.ntp": [],
+    "networks.*.mtu": 1500,
+    "networks.*.vlan": None,
+    "networks.*.reserved": [],
+    "networks.*.description": "",
+    "racks.*.row": None,
+    "racks.*.description": "",
+    "topology.aggregation.*.uplink_gbps": None,
+    "topology.access.*.uplink_gbps": None,
+    "topology.access.*.ports": None,
+    "hardware.*.disks": [],
+    "hardware.*.disks.[].type": "ssd",
+    "hardware.*.disks.[].use": "data",
+    "hardware.*.nics": [],
+    "hardware.*.accelerators": None,
+    "hardware.*.accelerators.driver_branch": None,
+    "hardware.*.description": "",
+    "node_groups.*.start": 1,
+    "node_groups.*.roles": [],
+    "node_groups.*.pool": None,
+    "node_groups.*.nodes": {},
+    "node_groups.*.nodes.*.disks.[].type": "ssd",
+    "node_groups.*.nodes.*.disks.[].use": "data",
+    "node_groups.*.description": "",
+    "scheduler": None,
+    # scheduler.slurm exists in Slurm plans (see _scheduler_sections), and only there
+    "scheduler.slurm.accounting": False,
+    "scheduler.slurm.gres_autodetect": False,
+    "scheduler.workload_classes": {},
+    "scheduler.workload_classes.*.needs": "any",
+    "scheduler.workload_classes.*.default": False,
+    "scheduler.workload_classes.*.max_time": "UNLIMITED",
+    "scheduler.workload_classes.*.description": "",
+    "scheduler.datasets": {},
+    "scheduler.datasets.*.description": "",
+    "scheduler.datasets.*.pool": None,
+    "scheduler.reservations": {},
+    "scheduler.reservations.*.node_groups": [],
+    "scheduler.reservations.*.nodes": [],
+    "scheduler.reservations.*.flags": [],
+    "scheduler.reservations.*.users": [],
+    "scheduler.reservations.*.accounts": [],
+    "storage": {},
+    "storage.local": {},
+    "storage.local.scratch": "/scratch",
+    "storage.nfs": None,
+    "storage.nfs.exports": [],
+    "storage.nfs.exports.[].backend": "vfs",
+    "storage.ceph": None,
+    "storage.ceph.release": "pacific",
+    "storage.ceph.failure_domain": "host",
+    "storage.ceph.memory": {},
+    "storage.ceph.memory.osd_memory_target_mib": 4096,
+    "storage.ceph.memory.mon_memory_target_mib": 2048,
+    "storage.ceph.memory.mds_cache_mib": 4096,
+    "storage.ceph.pools": [],
+    "storage.ceph.pools.[].pg_num": 32,
+    "storage.ceph.pools.[].autoscale": "on",
+    "storage.ceph.pools.[].application": "rbd",
+    "storage.ceph.cephfs": None,
+    "storage.ceph.cephfs.name": "cephfs",
+    "storage.ceph.cephfs.mount": "/mnt/cephfs",
+    "storage.ceph.cephfs.clients": ["slurm_compute", "login", "k8s_worker"],
+    "storage.ceph.cephfs.client": "kernel",
+    "storage.ceph.zap": [],
+    "storage.ceph.config": {},
+    "backups": None,
+    "backups.retention": {},
+    "backups.retention.daily": 7,
+    "backups.retention.weekly": 4,
+    "backups.retention.monthly": 0,
+    "backups.sources": [],
+    "backups.restore_test": True,
+    "packages": {},
+    "packages.proxy": None,
+    "packages.mirror": None,
+    "packages.unattended_upgrades": "security",
+    "access": {},
+    "access.ansible_user": "root",
+    "access.ssh_port": 22,
+    "access.admin_users": [],
+    "access.admin_users.[].ssh_keys": [],
+    "access.admin_users.[].sudo": True,
+    "acceptance": {},
+    "acceptance.network": None,
+    "acceptance.network.duration_s": 10,
+    "acceptance.network.outlier_pct": 25,
+    "acceptance.gpu": {},
+    "acceptance.gpu.max_temp_c": 85,
+    # uncorrectable volatile ECC errors since the driver loaded: one means a job saw bad memory
+    "acceptance.gpu.max_ecc_uncorrected": 0,
+    # a pending remap needs a GPU reset before the row is replaced
+    "acceptance.gpu.max_remapped_rows_pending": 0,
+    # pre-Ampere GPUs retire pages instead of remapping rows; many retired pages means RMA
+    "acceptance.gpu.max_retired_pages": 60,
+    "acceptance.gpu.min_pcie_width_ratio": 1.0,
+    "acceptance.gpu.require_nvlink": True,
+    # NVML's memory total varies a little between VBIOS releases
+    "acceptance.gpu.memory_tolerance_pct": 1.0,
+    "acceptance.gpu.fail_on_xids": FATAL_XIDS,
+    # storage acceptance runs in plans with Ceph; its pool is derived below
+    "acceptance.storage": {},
+    "acceptance.storage.bench_seconds": 10,
+    "lab": None,
+    "lab.rate_scale": 0.01,
+}
+
+
+def management_network(plan: dict[str, Any]) -> str | None:
+    """The network Ansible reaches nodes on: the plan's choice, else its first network."""
+    cluster = plan.get("cluster")
+    chosen = cluster.get("management_network") if isinstance(cluster, dict) else None
+    networks = plan.get("networks")
+    if chosen:
+        return str(chosen)
+    return next(iter(networks), None) if isinstance(networks, dict) else None
+
+
+def tested_networks(plan: dict[str, Any]) -> list[str]:
+    """The networks acceptance measures when the plan does not say: every network but the
+    management network (its thresholds are for the fast fabrics), or the only one."""
+    networks = list(plan["networks"]) if isinstance(plan.get("networks"), dict) else []
+    mgmt = management_network(plan)
+    return [n for n in networks if n != mgmt] or networks
+
+
+def _scheduler_sections(plan: dict[str, Any]) -> None:
+    """A Slurm plan has Slurm settings even when it writes none (and a Kubernetes plan has
+    none of them, so that settings of the other scheduler stay a mistake to report)."""
+    scheduler = plan.get("scheduler")
+    if isinstance(scheduler, dict) and scheduler.get("type") == "slurm":
+        scheduler.setdefault("slurm", None)
+        scheduler["slurm"] = scheduler["slurm"] or {}
+
+
+def _set_derived(plan: dict[str, Any]) -> None:
+    cluster = plan.get("cluster")
+    if isinstance(cluster, dict) and cluster.get("management_network") is None:
+        cluster["management_network"] = management_network(plan)
+    acceptance = plan.get("acceptance") or {}
+    network = acceptance.get("network") if isinstance(acceptance, dict) else None
+    if isinstance(network, dict) and not network.get("networks"):
+        network["networks"] = tested_networks(plan)
+    scheduler = plan.get("scheduler")
+    slurm = scheduler.get("slurm") if isinstance(scheduler, dict) else None
+    if isinstance(slurm, dict) and isinstance(cluster, dict):
+        slurm.setdefault("cluster_name", cluster.get("name"))
+    storage = plan.get("storage") or {}
+    ceph = storage.get("ceph") if isinstance(storage, dict) else None
+    networks = plan["networks"] if isinstance(plan.get("networks"), dict) else {}
+    if isinstance(ceph, dict) and networks:
+        if ceph.get("public_network") is None:
+            storage_net = "storage" if "storage" in networks else None
+            ceph["public_network"] = storage_net or management_network(plan)
+        # one network unless the plan says; a derived value never repeats a plan's mistake
+        if ceph.get("cluster_network") is None and ceph["public_network"] in networks:
+            ceph["cluster_network"] = ceph["public_network"]
+    if isinstance(ceph, dict):
+        _ceph_derived(plan, ceph)
+    node_groups = plan.get("node_groups")
+    if isinstance(node_groups, dict):
+        all_networks = list(networks)
+        for group in node_groups.values():
+            if isinstance(group, dict) and "networks" not in group:
+                group["networks"] = list(all_networks)
+
+
+def _ceph_derived(plan: dict[str, Any], ceph: dict[str, Any]) -> None:
+    """Ceph's min_size (Ceph's own default: a majority of the replicas) and the pool that
+    storage acceptance benchmarks (the first rbd pool, else the first pool)."""
+    pools = [p for p in ceph.get("pools") or [] if isinstance(p, dict)]
+    for pool in pools:
+        if pool.get("min_size") is None and isinstance(pool.get("size"), int):
+            pool["min_size"] = pool["size"] - pool["size"] // 2
+    acceptance = plan.get("acceptance")
+    storage = acceptance.get("storage") if isinstance(acceptance, dict) else None
+    if isinstance(storage, dict) and storage.get("pool") is None and pools:
+        rbd = [p.get("name") for p in pools if p.get("application") == "rbd"]
+        storage["pool"] = (rbd or [pools[0].get("name")])[0]
+
+
+SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections,)
+DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived,)
+
+
+def _parents(node: Any, parts: list[str]) -> Iterator[Any]:
+    """Every container a path's parent parts lead to (`*` any key, `[]` any item)."""
+    if not parts:
+        yield node
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*" and isinstance(node, dict):
+        for value in node.values():
+            yield from _parents(value, rest)
+    elif head == "[]" and isinstance(node, list):
+        for value in node:
+            yield from _parents(value, rest)
+    elif isinstance(node, dict) and head in node:
+        yield from _parents(node[head], rest)
+
+
+def with_defaults(plan: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``plan`` with every default filled in. Lenient: a plan with schema errors
+    gets what can be filled, and nothing is filled under a value of the wrong kind."""
+    filled = copy.deepcopy(plan)
+    for make in SECTIONS:
+        make(filled)
+    # parents before children, so that a section made here gets its own defaults too
+    for path in sorted(PLAN_DEFAULTS, key=lambda p: p.count(".")):
+        *parent, key = path.split(".")
+        default = PLAN_DEFAULTS[path]
+        for container in _parents(filled, parent):
+            if isinstance(container, dict) and container.get(key) is None:
+                container[key] = copy.deepcopy(default)
+    for derive in DERIVED:
+        derive(filled)
+    return filled
+
+
+def section_defaults(prefix: str) -> dict[str, Any]:
+    """The defaults under one section, e.g. section_defaults("acceptance.gpu")."""
+    head = prefix + "."
+    return {
+        path[len(head) :]: copy.deepcopy(value)
+        for path, value in PLAN_DEFAULTS.items()
+        if path.startswith(head) and "." not in path[len(head) :]
+    }
