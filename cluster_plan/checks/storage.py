@@ -49,6 +49,15 @@ def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     nfs = (plan.get("storage") or {}).get("nfs")
     if not nfs or "server" not in nfs:
         return
+    if not ((plan.get("storage") or {}).get("ceph") or {}).get("cephfs"):
+        for i, export in enumerate(nfs.get("exports") or []):
+            if export.get("backend") == "cephfs":
+                yield Finding(
+                    "nfs-cephfs-backend",
+                    f"export {export['path']} is backed by the CephFS, but the plan has none",
+                    ("storage", "nfs", "exports", i, "backend"),
+                    hint="add storage.ceph.cephfs, or use backend: vfs",
+                )
     server = next((n for n in nodes if n.name == nfs["server"]), None)
     if server is not None and "nfs_server" not in server.roles:
         yield Finding(

@@ -12,7 +12,6 @@ cabled to the lab's bridges).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import tempfile
@@ -242,8 +241,7 @@ def key_material(cluster: CephLab) -> list[str]:
 def test_keyrings_are_private_and_no_key_is_ever_printed(ceph: CephLab):
     keys = key_material(ceph)
     assert len(keys) >= 10
-    hosts = sorted(set(ceph.expanded["hosts"]) - set(ceph.group("slurm_controller")[:0]))
-    for host in hosts:
+    for host in ceph.expanded["hosts"]:
         found = ceph.sh(
             host,
             "find /etc/ceph /var/lib/ceph -name '*keyring*' -type f -printf '%m %u %p\\n' "
@@ -292,11 +290,10 @@ def test_ceph_ports_only_from_the_ceph_networks(ceph: CephLab):
     client = ceph.group("slurm_compute")[0]
     mon_addr = ceph.storage_address(mon)
     mgmt_source = ceph.expanded["hosts"][client]["address"]
-    osd_port = next(
-        int(p.split(":")[-1].split("/")[0])
-        for p in re.findall(r"v2:[\d.]+:\d+/\d+", json.dumps(ceph.ceph("osd dump")["osds"][0]))
-    )
-    osd_host = osd_hosts(ceph)[ceph.ceph("osd dump")["osds"][0]["osd"]]
+    osd = ceph.ceph("osd dump")["osds"][0]
+    v2 = next(a for a in osd["public_addrs"]["addrvec"] if a["type"] == "v2")
+    osd_port = int(v2["addr"].rsplit(":", 1)[1])
+    osd_host = osd_hosts(ceph)[osd["osd"]]
     osd_addr = ceph.storage_address(osd_host)
     # Between nodes on the storage network: open.
     for addr, port in ((mon_addr, 3300), (mon_addr, 6789), (osd_addr, osd_port)):
@@ -426,15 +423,10 @@ def read_back(
         out = cluster.sh(
             host or cluster.admin,
             f"cd /tmp && for o in {names}; do rados --connect-timeout 30 -p {pool} get $o /tmp/rb "
-            "&& echo \"$(sha256sum < /tmp/rb | cut -d' ' -f1) $pool/$o\"; done; rm -f /tmp/rb",
+            "&& echo \"$(sha256sum < /tmp/rb | cut -d' ' -f1) $o\"; done; rm -f /tmp/rb",
             timeout=600,
         )
-        objects.update(
-            {
-                f"{pool}/{name.split('/')[-1]}": d
-                for d, name in (ln.split() for ln in out.splitlines() if ln)
-            }
-        )
+        objects.update({f"{pool}/{name}": d for name, d in parse_sums(out).items()})
     files = parse_sums(
         cluster.sh(data.client, "sha256sum " + " ".join(sorted(data.files)), timeout=600)
     )
@@ -548,6 +540,7 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
                     "-t",
                     str(init),
                     "-m",
+                    "-r",
                     "mknod",
                     "-m",
                     "660",
@@ -561,7 +554,7 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
             )
             yield host, loop, digest, image
         finally:
-            subprocess.run(["nsenter", "-t", str(init), "-m", "rm", "-f", loop], check=False)
+            subprocess.run(["nsenter", "-t", str(init), "-m", "-r", "rm", "-f", loop], check=False)
             subprocess.run(["losetup", "-d", loop], check=False)
 
 
