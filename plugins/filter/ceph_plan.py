@@ -21,9 +21,17 @@ def _ceph(plan: Plan) -> dict[str, Any]:
 
 
 def ceph_networks(plan: Plan) -> dict[str, str]:
-    """Plan network names of Ceph's public and cluster networks."""
+    """Plan network names of Ceph's public and cluster networks ("" without Ceph)."""
     ceph = _ceph(plan)
-    return {"public": str(ceph["public_network"]), "cluster": str(ceph["cluster_network"])}
+    return {
+        "public": str(ceph.get("public_network") or ""),
+        "cluster": str(ceph.get("cluster_network") or ""),
+    }
+
+
+def ceph_cidr(plan: Plan, network: str) -> str:
+    """The CIDR of a plan network ("" for none)."""
+    return str(plan["networks"][network]["cidr"]) if network else ""
 
 
 def ceph_address(host: Host, network: str) -> str:
@@ -54,7 +62,7 @@ def ceph_zap_allowed(plan: Plan, host: str) -> list[str]:
 
 
 def ceph_memory(plan: Plan) -> dict[str, Any]:
-    return dict(_ceph(plan)["memory"])
+    return dict(_ceph(plan).get("memory") or {})
 
 
 def _dataset_pools(plan: Plan) -> dict[str, list[str]]:
@@ -71,6 +79,8 @@ def ceph_crush_rules(plan: Plan) -> list[dict[str, Any]]:
     """Replicated rules: one for the plan's failure domain over the whole tree, and one per
     dataset pool that only reaches the dataset's racks (a rack itself, or a root linking
     the racks when there are several)."""
+    if not _ceph(plan):
+        return []
     domain = _ceph(plan)["failure_domain"]
     rules = [{"name": f"replicated_{domain}", "take": "default", "type": domain, "racks": []}]
     for pool, racks in sorted(_dataset_pools(plan).items()):
@@ -86,13 +96,14 @@ def ceph_crush_rules(plan: Plan) -> list[dict[str, Any]]:
 def ceph_pools(plan: Plan) -> list[dict[str, Any]]:
     """The plan's pools and the CRUSH rule each one uses."""
     ceph = _ceph(plan)
-    domain = ceph["failure_domain"]
     dataset_pools = _dataset_pools(plan)
     pools = []
-    for pool in ceph["pools"]:
+    for pool in ceph.get("pools") or []:
         spec = dict(pool)
         spec["rule"] = (
-            f"dataset_{spec['name']}" if spec["name"] in dataset_pools else f"replicated_{domain}"
+            f"dataset_{spec['name']}"
+            if spec["name"] in dataset_pools
+            else f"replicated_{ceph['failure_domain']}"
         )
         pools.append(spec)
     return pools
@@ -101,7 +112,7 @@ def ceph_pools(plan: Plan) -> list[dict[str, Any]]:
 def ceph_crush_tree(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]:
     """Buckets under the root `default`, parents first: rows (only with failure domain row),
     one rack per plan rack that holds OSD hosts, and the OSD hosts under their racks."""
-    domain = _ceph(plan)["failure_domain"]
+    domain = _ceph(plan).get("failure_domain")
     racks = plan.get("racks") or {}
     buckets: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -194,6 +205,8 @@ def ceph_config_options(plan: Plan) -> list[dict[str, str]]:
     """Options for the monitors' configuration database: the plan's memory settings, then
     its extra `config` (who, option, value)."""
     memory = ceph_memory(plan)
+    if not memory:
+        return []
     mib = 1024 * 1024
     options = [
         {"who": "osd", "name": "osd_memory_target", "value": memory["osd_memory_target_mib"] * mib},
@@ -238,6 +251,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "ceph_networks": ceph_networks,
+            "ceph_cidr": ceph_cidr,
             "ceph_address": ceph_address,
             "ceph_mon_addrs": ceph_mon_addrs,
             "ceph_osd_disks": ceph_osd_disks,

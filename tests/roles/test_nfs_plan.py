@@ -64,3 +64,33 @@ def test_mount_unit_of_an_export(lab_expanded):
     assert f"What={address}:/srv/home" in text
     assert "Type=nfs4" in text and "Where=/home/shared" in text
     assert nfs_plan.nfs_mount_unit("/home/shared") == "home-shared.mount"
+
+
+def plan_without_storage(expanded):
+    """The lab plan with no Ceph and no NFS, as the defaults table leaves such a plan."""
+    expanded["storage"]["ceph"] = None
+    expanded["storage"]["nfs"] = None
+    for dataset in expanded["scheduler"]["datasets"].values():
+        dataset["pool"] = None
+    return expanded
+
+
+def test_every_storage_default_templates_for_plans_with_and_without_storage(lab_expanded):
+    """The roles run on every host of every plan (site.yml targets all): their defaults must
+    template where the plan has no Ceph or NFS too, and then ask for nothing."""
+    import copy
+
+    import yaml
+    from role_render import value
+
+    for plan in (copy.deepcopy(lab_expanded), plan_without_storage(copy.deepcopy(lab_expanded))):
+        for role in ("ceph", "nfs", "common"):
+            defaults = yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text())
+            for host in ("head01", "gpu01", "stor01"):
+                for name in defaults:
+                    value(role, name, plan, host)  # raises on an undefined attribute
+    bare = plan_without_storage(lab_expanded)
+    assert value("ceph", "ceph_pools", bare, "stor01") == []
+    assert value("ceph", "ceph_cephfs", bare, "stor01") is None
+    assert value("nfs", "nfs_exports", bare, "head01") == []
+    assert value("common", "common_firewall_restricted_services", bare, "head01") == []
