@@ -28,5 +28,8 @@ def driver_branches() -> dict[int, dict[str, Any]]:
     return dict(sorted(branches.items()))
 
 
-def is_nvidia(model: str) -> bool:
-    return load_catalog().get(model, {}).get("vendor") == "nvidia"
+def nvswitch_default(model: str, count: int) -> bool:
+    """Whether a node with ``count`` GPUs of ``model`` has NVSwitch, unless the plan says: the
+    catalog lists the board sizes that carry it (HGX 8-GPU does, HGX 4-GPU and DGX-1 do not)."""
+    boards = load_catalog().get(model, {}).get("nvswitch_boards") or []
+    return count in boards

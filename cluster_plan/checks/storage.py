@@ -45,28 +45,20 @@ def check_ceph(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             )
 
 
-def check_nfs(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
-    nfs = (plan.get("storage") or {}).get("nfs")
-    if not nfs or "server" not in nfs:
+def check_nfs_backends(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    """An export backed by the CephFS needs one (the server's role: check_nfs_service)."""
+    storage = plan.get("storage") or {}
+    nfs = storage.get("nfs")
+    if not nfs or (storage.get("ceph") or {}).get("cephfs"):
         return
-    if not ((plan.get("storage") or {}).get("ceph") or {}).get("cephfs"):
-        for i, export in enumerate(nfs.get("exports") or []):
-            if export.get("backend") == "cephfs":
-                yield Finding(
-                    "nfs-cephfs-backend",
-                    f"export {export['path']} is backed by the CephFS, but the plan has none",
-                    ("storage", "nfs", "exports", i, "backend"),
-                    hint="add storage.ceph.cephfs, or use backend: vfs",
-                )
-    server = next((n for n in nodes if n.name == nfs["server"]), None)
-    if server is not None and "nfs_server" not in server.roles:
-        yield Finding(
-            "nfs-server-role",
-            f"the NFS server {server.name} does not have the role nfs_server, so nothing "
-            "would export these paths",
-            ("storage", "nfs", "server"),
-            hint=f"add nfs_server to the roles of node group {server.group}",
-        )
+    for i, export in enumerate(nfs.get("exports") or []):
+        if export.get("backend") == "cephfs":
+            yield Finding(
+                "nfs-cephfs-backend",
+                f"export {export['path']} is backed by the CephFS, but the plan has none",
+                ("storage", "nfs", "exports", i, "backend"),
+                hint="add storage.ceph.cephfs, or use backend: vfs",
+            )
 
 
 def _known_profile(plan: Plan, node: Node) -> bool:

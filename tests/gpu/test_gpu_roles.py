@@ -1,4 +1,5 @@
-"""The GPU roles: generated READMEs, argument specs against defaults, runs on a GPU-less host."""
+"""The GPU roles on a GPU-less host and with a recorded GPU on the bus (their specs, README
+and lint are checked for every role by tests/roles/test_role_quality.py)."""
 
 from __future__ import annotations
 
@@ -10,79 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from cluster_plan import role_docs
-from cluster_plan.catalog import load_catalog
+from cluster_plan.catalog import load_catalog, nvswitch_default
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "meta/argument_specs.yml").exists())
-GENERATED = [r for r in ROLES if role_docs.BEGIN in (r / "README.md").read_text()] if ROLES else []
-GPU_ROLES = [REPO / "roles/nvidia_driver", REPO / "roles/gpu_health"]
-
-
-def test_gpu_roles_use_generated_readmes() -> None:
-    assert set(GPU_ROLES) <= set(GENERATED)
-
-
-@pytest.mark.parametrize("role", GENERATED, ids=[r.name for r in GENERATED])
-def test_generated_readme_is_current(role: Path) -> None:
-    assert role_docs.stale_readmes([role]) == [], (
-        f"run: python -m cluster_plan.role_docs roles/{role.name}"
-    )
-
-
-@pytest.mark.parametrize("role", GPU_ROLES, ids=[r.name for r in GPU_ROLES])
-def test_argument_specs_match_defaults(role: Path) -> None:
-    specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())
-    options = specs["argument_specs"]["main"]["options"]
-    defaults = yaml.safe_load((role / "defaults/main.yml").read_text())
-    assert set(options) == set(defaults)
-    for name, option in options.items():
-        assert name.startswith(role.name + "_")
-        assert {"type", "default", "description"} <= set(option), name
-        assert option["default"] == defaults[name], name
-
-
-def test_role_docs_generates_and_detects_stale(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    role = tmp_path / "demo"
-    (role / "meta").mkdir(parents=True)
-    spec: dict[str, Any] = {
-        "argument_specs": {
-            "main": {
-                "short_description": "Demo role.",
-                "options": {
-                    "demo_port": {"type": "int", "default": 80, "description": "Port | tcp."},
-                    "demo_users": {
-                        "type": "list",
-                        "elements": "dict",
-                        "default": [],
-                        "description": ["Users", "to add."],
-                        "options": {
-                            "name": {"type": "str", "required": True, "description": "Login."}
-                        },
-                    },
-                },
-            }
-        }
-    }
-    (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(spec))
-    assert role_docs.main([str(role), "--check"]) == 1
-    assert "not current" in capsys.readouterr().err
-    assert role_docs.main([str(role)]) == 0
-    text = (role / "README.md").read_text()
-    assert "| `demo_port` | int | `80` | Port \\| tcp. |" in text
-    assert "| `demo_users` | list of dict | `[]` | Users to add. |" in text
-    assert "| `demo_users.name` | str | *required* | Login. |" in text
-    (role / "README.md").write_text("# Demo\n\nHand-written.\n\n" + text.split("## Variables")[1])
-    role_docs.main([str(role)])
-    assert (role / "README.md").read_text().startswith("# Demo\n\nHand-written.")
-    assert role_docs.main([str(role), "--check"]) == 0
-    spec["argument_specs"]["main"]["options"]["demo_port"]["default"] = 8080
-    (role / "meta/argument_specs.yml").write_text(yaml.safe_dump(spec))
-    assert role_docs.stale_readmes([role]) == [role / "README.md"]
 
 
 def run_gpu_playbook(
@@ -119,9 +51,12 @@ def run_gpu_playbook(
 GOLDEN_LAB = REPO / "tests" / "plans" / "golden" / "lab.expanded.json"
 
 
-def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
+def plan_vars(
+    model: str, count: int, lab: bool, pin: int | None = None, nvswitch: bool | None = None
+) -> dict[str, Any]:
     """What the inventory gives a GPU host: the lab plan's expansion (the contract's shape),
-    with the model, count and pin under test, as a lab plan or as a real cluster's."""
+    with the model, count, pin and NVSwitch under test (by default the catalog's, as the
+    plan's defaults give it), as a lab plan or as a real cluster's."""
     expanded = json.loads(GOLDEN_LAB.read_text())
     host = expanded["hosts"]["gpu01"]
     host["accelerators"] = {
@@ -129,12 +64,20 @@ def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict
         "model": model,
         "count": count,
         "driver_branch": pin,
+        "nvswitch": nvswitch_default(model, count) if nvswitch is None else nvswitch,
         "catalog": load_catalog()[model],
     }
     cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
     if not lab:
         cluster["lab"] = None
     return {"plan_host": host, "cluster_plan": cluster}
+
+
+def task_result(out: str, task: str) -> str:
+    """The lines Ansible printed for one task: from its header to the next one."""
+    header = f"TASK [nvidia_driver : {task}]"
+    assert header in out, out
+    return out.split(header, 1)[1].split("TASK [", 1)[0]
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])
@@ -180,15 +123,23 @@ def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
-def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("count", "nvswitch", "fabric_manager"),
+    [(8, None, True), (4, None, False), (8, False, False)],
+    ids=["hgx-8-gpu", "hgx-4-gpu", "no-nvswitch-in-plan"],
+)
+def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(
+    tmp_path: Path, count: int, nvswitch: bool | None, fabric_manager: bool
+) -> None:
     # A recorded sysfs tree with one H100 puts the role on its install path; package names
-    # are swapped for one every Debian host has, so check mode can look them up here.
+    # are swapped for one every Debian host has, so check mode can look them up here. The
+    # fabric manager comes with NVSwitch boards only (8-GPU HGX), whatever the model.
     device = tmp_path / "sys/bus/pci/devices/0000:18:00.0"
     device.mkdir(parents=True)
     (device / "vendor").write_text("0x10de\n")
     (device / "class").write_text("0x030200\n")
     (device / "device").write_text("0x2330\n")
-    extra = plan_vars("H100-SXM5-80GB", 8, lab=False)
+    extra = plan_vars("H100-SXM5-80GB", count, lab=False, nvswitch=nvswitch)
     extra["cluster_plan"]["scheduler"]["type"] = "kubernetes"
     stand_in = ["bash"]
     extra |= {
@@ -213,6 +164,9 @@ def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -
     ):
         assert f"TASK [nvidia_driver : {task}]" in out
     assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
+    fabric = task_result(out, "Install the fabric manager matched to the driver")
+    assert ("skipping: [localhost]" not in fabric) is fabric_manager, fabric
+    assert f"fabric manager {'yes' if fabric_manager else 'no'}" in out
 
 
 def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -230,21 +184,6 @@ def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=False,
     )
-
-
-GPU_PATHS = ["roles/nvidia_driver", "roles/gpu_health", "playbooks/gpu.yml"]
-
-
-def test_gpu_roles_pass_ansible_lint_production() -> None:
-    result = run_tool(
-        "ansible-lint", "--profile", "production", "--offline", "--nocolor", *GPU_PATHS
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-
-
-def test_gpu_roles_pass_yamllint_strict() -> None:
-    result = run_tool("yamllint", "-s", *GPU_PATHS)
-    assert result.returncode == 0, result.stdout
 
 
 def test_nvml_facts_documentation_parses_for_ansible_doc() -> None:
