@@ -12,6 +12,7 @@ cabled to the lab's bridges).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -44,6 +45,9 @@ from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa
 pytestmark = pytest.mark.lab
 
 HEALTH_TIMEOUT_S = 600
+# Growing the cluster converges the storage stage on a grown plan and rebalances twice (onto
+# the new node, then off it again): minutes more than the rest, so CI runs it on request.
+GROWTH = os.environ.get("CLUSTER_PLAN_LAB_GROWTH") == "1"
 OBJECTS = 200
 FILES = 20  # per directory: the shared tree and a dataset path
 
@@ -269,7 +273,7 @@ def test_client_key_reaches_only_its_file_system(ceph: CephLab):
     ceph.sh(client, f"{rados} -p {fs['data_pool']} put caps-probe /etc/hostname")
     ceph.sh(client, f"{rados} -p {fs['data_pool']} rm caps-probe")
     fs_map = ceph.ceph(f"fs get {fs['name']}")["mdsmap"]
-    pool_names = {p["pool"]: p["pool_name"] for p in ceph.ceph("osd pool ls detail")}
+    pool_names = {p["pool_id"]: p["pool_name"] for p in ceph.ceph("osd pool ls detail")}
     data_pools = {pool_names[i] for i in fs_map["data_pools"]}
     # Pools that are not the file system's data pools: its metadata pool, the rbd pool.
     outside = [
@@ -628,10 +632,11 @@ def remove_osd_host(cluster: CephLab, plan: Path, host: str) -> None:
     osds = [o for o, h in osd_hosts(cluster).items() if h == host]
     for osd in osds:
         cluster.sh(cluster.admin, f"ceph osd out {osd}")
+    # Safe once no placement group needs the OSD any more (its data has moved off).
     wait_for(
-        lambda: (
-            {s["name"] for s in cluster.ceph("pg stat")["pg_summary"]["num_pg_by_state"]}
-            == {"active+clean"}
+        lambda: all(
+            on_node(cluster.admin, f"ceph osd safe-to-destroy osd.{osd}").returncode == 0
+            for osd in osds
         ),
         900,
         f"the data to leave {host}",
@@ -647,6 +652,7 @@ def remove_osd_host(cluster: CephLab, plan: Path, host: str) -> None:
 
 
 @pytest.mark.lab_changes
+@pytest.mark.skipif(not GROWTH, reason="slow: set CLUSTER_PLAN_LAB_GROWTH=1 to grow the cluster")
 def test_adding_a_storage_node_places_its_osd_in_its_rack_and_rebalances(
     ceph: CephLab, written: Written, tmp_path: Path
 ):
