@@ -1,9 +1,12 @@
 """Day-2 operations proven on the lab: drift detection and backups with a proven restore.
 
 The lab is the session lab of `cluster_plan.lab.pytest_plugin` ($CLUSTER_PLAN_LAB_ID,
-default `test`); this module converges site.yml on it once and checks a second run changes
-nothing. Every command on a node runs through `cluster-plan lab run` (nsenter), every SSH
-connection through the lab's admin namespace: nothing leaves the lab.
+default `test`), converged once per session by its `converged_lab` fixture, which every lab
+test module shares (its idempotence run is judged in tests/roles/test_slurm_lab.py). Tests
+marked `lab_changes` change the lab and run after every test that only reads it; each puts
+the lab back, except the last, which leaves gpu01's repository corrupted. Every command on
+a node runs through `cluster-plan lab run` (nsenter), every SSH connection through the lab's
+admin namespace: nothing leaves the lab.
 
 Drift: a fresh converge has none; six hand changes on six hosts are exactly six findings on
 those hosts; site.yml puts them right; a node taken down is reported unreachable.
@@ -13,14 +16,13 @@ snapshots pruned as the plan's retention says; a corrupted segment fails the dri
 and `cluster-plan backup status`.
 
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
-is (no session lab, no first converge): quick iterations.
+is (no session lab, no converge): quick iterations.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -33,18 +35,16 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.api import load_expanded
-from cluster_plan.lab.pytest_plugin import lab  # noqa: F401  (the session lab)
+from cluster_plan.lab.converge import CONVERGE_TIMEOUT_S, recap
+
+# The shared session fixtures (`lab`, `converged_lab`), requested by `day2` below.
+from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
 pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
 BIN = Path(sys.executable).parent
-CONVERGE_TIMEOUT_S = 1800
-RECAP = re.compile(
-    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
-)
 SIX = {
     ("cpu01", "address", "compute"),
     ("stor01", "mtu", "storage"),
@@ -71,20 +71,9 @@ def run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
-def recap(output: str) -> dict[str, dict[str, int]]:
-    hosts: dict[str, dict[str, int]] = {}
-    for host, ok, changed, unreachable, failed in RECAP.findall(output):
-        row = hosts.setdefault(host, {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0})
-        for key, value in zip(row, (ok, changed, unreachable, failed), strict=True):
-            row[key] += int(value)
-    return hosts
-
-
 @dataclass
 class Day2:
     expanded: dict[str, Any]
-    first: subprocess.CompletedProcess[str] | None
-    second: subprocess.CompletedProcess[str] | None
     timings: dict[str, float]
 
     def sh(self, host: str, script: str, timeout: float = 300, check: bool = True) -> str:
@@ -127,45 +116,12 @@ class Day2:
         return str(self.expanded["backups"]["target"]["host"])
 
 
-def site_yml(request: pytest.FixtureRequest) -> Day2:
-    """The seam to the shared converge: site.yml on the session lab, then its second run.
-
-    Main's plugin has no session-wide converge yet, so this runs both here, once per module.
-    When branch `ceph`'s session fixture `converged_lab` (cluster_plan.lab.pytest_plugin) is
-    merged, this body becomes `converged_lab.require_converged()` and a Day2 made of its
-    expanded plan and runs: no second converge in the session. Nothing else changes: tests
-    that change the lab restore it or are marked `lab_changes` (run last)."""
-    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
-        if (
-            os.geteuid() != 0
-            or run(str(BIN / "cluster-plan"), "lab", "status", str(PLAN)).returncode != 0
-        ):
-            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1 but no lab is up under this id")
-        return Day2(dict(load_expanded(str(PLAN))), None, None, {})
-    request.getfixturevalue("lab")  # the session lab; exports the lab id and secrets dir
-    cluster = Day2(dict(load_expanded(str(PLAN))), None, None, {})
-    cluster.first = cluster.playbook("site.yml")
-    if cluster.first.returncode == 0:
-        cluster.second = cluster.playbook("site.yml")
-    return cluster
-
-
-@pytest.fixture(scope="module")
-def day2(request: pytest.FixtureRequest) -> Day2:
-    """The converged lab, for every test of this module (fails them when site.yml failed)."""
-    cluster = site_yml(request)
-    if cluster.first is not None and cluster.first.returncode != 0:
-        pytest.fail("site.yml failed on the lab:\n" + cluster.first.stdout[-6000:])
-    return cluster
-
-
-def test_site_converges_and_a_second_run_changes_nothing(day2: Day2) -> None:
-    if day2.second is None:
-        pytest.skip("the lab was converged before this run (CLUSTER_PLAN_LAB_CONVERGED=1)")
-    assert day2.second.returncode == 0, day2.second.stdout[-4000:]
-    rows = recap(day2.second.stdout)
-    assert set(rows) == set(day2.expanded["hosts"])
-    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}
+@pytest.fixture(scope="session")
+def day2(converged_lab: Converged) -> Day2:  # noqa: F811
+    """The session's converged lab (session-wide, like `backed_up`: the tests that change the
+    lab run at the end of the session, after other modules' tests)."""
+    converged_lab.require_converged()
+    return Day2(dict(converged_lab.expanded), {})
 
 
 # --- drift --------------------------------------------------------------------------------
@@ -241,7 +197,7 @@ def start_backup(host: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def backed_up(day2: Day2) -> Iterator[dict[str, Any]]:
     """A pending job and a canary file, then every node's backup timer run once."""
     controller = day2.controller()
