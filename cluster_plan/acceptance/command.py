@@ -8,13 +8,16 @@ mistake.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shlex
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
 
 from cluster_plan.acceptance.execution import PrefixExecutor
+from cluster_plan.acceptance.freshness import Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import ReportError, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
@@ -73,6 +76,21 @@ def register(subparsers: Any) -> None:
     run.add_argument("--no-retest", action="store_true", help="do not retest suspects alone")
     run.add_argument("--sequential", action="store_true", help="one pair at a time (baseline)")
     run.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
+    run.add_argument(
+        "--when",
+        choices=["always", "changed"],
+        default="always",
+        help="changed: skip the run when the last report in --output-dir passed, tested exactly "
+        "what would be tested now, no host in --changed-hosts, and is younger than --max-age-days",
+    )
+    run.add_argument(
+        "--changed-hosts",
+        default="",
+        help="comma-separated hosts whose network setup changed (site.yml passes them)",
+    )
+    run.add_argument(
+        "--max-age-days", type=float, default=7.0, help="with --when changed (default 7)"
+    )
     run.add_argument("--format", choices=["text", "json"], default="text")
     run.set_defaults(func=acceptance_command)
 
@@ -177,6 +195,22 @@ def _executor(
     return PrefixExecutor(prefix, addresses, remote_shell=True)
 
 
+def _freshness(args: argparse.Namespace, last: Path, inputs: str) -> Decision:
+    """Decide from the last report; an unreadable one is a reason to run, never an error."""
+    try:
+        previous: dict[str, Any] | None = load_report(last) if last.exists() else None
+    except ReportError:
+        previous = None
+    changed = [h for h in args.changed_hosts.split(",") if h]
+    return decide(
+        previous,
+        inputs,
+        now=dt.datetime.now(dt.UTC),
+        max_age=dt.timedelta(days=args.max_age_days),
+        changed_hosts=changed,
+    )
+
+
 def acceptance_command(args: argparse.Namespace) -> Exit:
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
@@ -189,10 +223,22 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
         omit_s=args.omit, probes=args.probes, phases=phases, retest=not args.no_retest,
         sequential=args.sequential,
     )  # fmt: skip
+    out_dir = args.output_dir or Path("reports") / spec.cluster
+    inputs = inputs_fingerprint(spec, phases)
+    if args.when == "changed":
+        decision = _freshness(args, out_dir / "acceptance.json", inputs)
+        if not decision.run:
+            skipped = {"skipped": True, "reason": decision.reason, "report": str(out_dir)}
+            args.reporter.result(
+                skipped, lambda: f"{spec.cluster}: acceptance skipped, {decision.reason} "
+                f"(last report in {out_dir}; --when always runs it)",
+            )  # fmt: skip
+            return Exit.OK
+        print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = _executor(args, expanded, addresses, Path(control_dir))
         report = AcceptanceRunner(spec, executor, options).run()
-    out_dir = args.output_dir or Path("reports") / spec.cluster
+    report["inputs"] = inputs
     json_path, html_path = write_report(report, out_dir)
     args.reporter.result(report, lambda: f"{_summary(report)}\nwrote {json_path} and {html_path}")
     return Exit.OK if report["passed"] else Exit.FAILED

@@ -140,18 +140,32 @@ class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: igno
         return True
 
 
+def _yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False,
+                     width=100)  # fmt: skip
+
+
+def dump_yaml(data: Any, out: TextIO) -> None:
+    """YAML in pieces: PyYAML slows down on one huge graph (it tracks every node for
+    aliases), so each top-level key, and each entry of a large mapping such as `hosts`, is
+    dumped on its own; the text is what one dump would give."""
+    if not isinstance(data, dict):
+        out.write(_yaml(data))
+        return
+    for key, value in data.items():
+        if isinstance(value, dict) and len(value) > 64:
+            out.write(_yaml({key: {}}).replace(" {}\n", "\n", 1))
+            for name, entry in value.items():
+                out.write("".join(f"  {line}\n" for line in _yaml({name: entry}).splitlines()))
+        else:
+            out.write(_yaml({key: value}))
+
+
 class YamlReporter(TextReporter):
     """Structured results as YAML (what `expand` prints by default)."""
 
     def result(self, data: Any, text: Callable[[], str]) -> None:
-        yaml.dump(
-            data,
-            self.out,
-            Dumper=_PlainDumper,
-            sort_keys=False,
-            default_flow_style=False,
-            width=100,
-        )
+        dump_yaml(data, self.out)
 
 
 REPORTERS: dict[str, type[TextReporter]] = {

@@ -12,6 +12,9 @@ description:
   - Each host gets C(ansible_host) (its management address) and C(plan_host), its expanded
     data; the group C(all) gets C(cluster_plan), the expanded cluster without the hosts, and
     C(ansible_user) and C(ansible_port) from the plan's C(access) section.
+  - C(plan_host) and C(cluster_plan) are templates over the lookup C(cluster_plan.cluster.plan),
+    so the inventory stays small at any size; C(ansible-inventory --list) shows the templates
+    (C(cluster-plan expand) prints the data).
   - Groups come from the plan, by role (C(slurm_controller), C(ceph_osd), ...), rack
     (C(rack_r1)), access switch (C(access_tor1)), hardware profile (C(hw_gpu8)), node group
     (C(nodes_gpu)), scheduler pool (C(pool_gpu)) and GPU model (C(gpu_h100)).
@@ -58,6 +61,20 @@ def _import_core() -> Any:
         sys.path.insert(0, _ROOT)
         import cluster_plan.api as api
     return api
+
+
+CLUSTER_TEMPLATE = "{{ query('cluster_plan.cluster.plan', 'cluster') | first }}"
+HOST_TEMPLATE = "{{ query('cluster_plan.cluster.plan', 'host', inventory_hostname) | first }}"
+
+
+def _template(text: str) -> Any:
+    """A template the inventory may hand to Ansible (ansible-core 2.19 trusts no string an
+    inventory plugin sets unless told so)."""
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # before 2.19, inventory strings are templated as they are
+        return text
+    return trust_as_template(text)
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):
@@ -113,11 +130,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         self.set_options(direct={"plugin": self.NAME, **options}, var_options=self._vars)
 
     def _populate(self, expanded: dict[str, Any], path: str) -> None:
+        """Hosts and groups in full; the plan's data as small templates over the lookup
+        cluster_plan.cluster.plan, which reads the expansion this process keeps (so the
+        inventory costs what a static one does, and `--list` does not copy the whole
+        cluster into every host)."""
+        from cluster_plan import inventory_store
+
         inventory = self.inventory
+        plan_file = os.path.abspath(path)
+        inventory_store.remember(plan_file, expanded)
         hosts = expanded["hosts"]
-        cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
-        inventory.set_variable("all", "cluster_plan", cluster)
-        inventory.set_variable("all", "cluster_plan_file", os.path.abspath(path))
+        inventory.set_variable("all", "cluster_plan_file", plan_file)
+        inventory.set_variable("all", "cluster_plan", _template(CLUSTER_TEMPLATE))
         access = expanded["access"]
         connection = {"ansible_user": access["ansible_user"], "ansible_port": access["ssh_port"]}
         connection.update(self._connection_vars(expanded, path))
@@ -125,26 +149,36 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             inventory.set_variable("all", name, value)
         for group in expanded["groups"]:
             inventory.add_group(group)
+        host_template = _template(HOST_TEMPLATE)
         for name, host in hosts.items():
             inventory.add_host(name)
             inventory.set_variable(name, "ansible_host", host["address"])
-            inventory.set_variable(name, "plan_host", host)
+            inventory.set_variable(name, "plan_host", host_template)
         for group, members in expanded["groups"].items():
             for name in members:
                 inventory.add_child(group, name)
+        self._construct(expanded)
+
+    def _construct(self, expanded: dict[str, Any]) -> None:
+        """compose, groups and keyed_groups see the real data, not the templates."""
+        compose, groups, keyed = (self.get_option(k) for k in ("compose", "groups", "keyed_groups"))
+        if not (compose or groups or keyed):
+            return
         strict = self.get_option("strict")
-        for name, host in hosts.items():
+        cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
+        for name, host in expanded["hosts"].items():
             variables = {
                 "plan_host": host,
                 "cluster_plan": cluster,
                 "ansible_host": host["address"],
             }
-            self._set_composite_vars(self.get_option("compose"), variables, name, strict=strict)
+            self._set_composite_vars(compose, variables, name, strict=strict)
+            # the data itself, not the host's inventory variables (templates over the lookup)
             self._add_host_to_composed_groups(
-                self.get_option("groups"), variables, name, strict=strict
+                groups, variables, name, strict=strict, fetch_hostvars=False
             )
             self._add_host_to_keyed_groups(
-                self.get_option("keyed_groups"), variables, name, strict=strict
+                keyed, variables, name, strict=strict, fetch_hostvars=False
             )
 
     @staticmethod

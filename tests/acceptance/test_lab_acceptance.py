@@ -1,6 +1,8 @@
 """Lab proof: a clean lab passes; with three faults injected through `cluster-plan lab fault`
 (one node's link at a tenth of its rate, one with 2% loss, one with 5 ms delay) the report
-names exactly those three nodes with the right kind of fault, in five runs out of five.
+names exactly those three nodes with the right kind of fault, in every run: two in the suite,
+five with CLUSTER_PLAN_FAULT_RUNS=5 (the sweep docs/acceptance.md quotes; each run is about a
+minute and a half, too long to repeat five times in every CI run).
 
 Runs `cluster-plan acceptance` (the real command, as a subprocess) with the `lab-netns`
 transport: this machine's iperf3 and fping inside each node's network namespace, so the nodes
@@ -11,6 +13,7 @@ lab's own. Each run takes about a minute and a half with faults (2 s tests, 3000
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +33,7 @@ except ImportError as exc:  # the lab package is optional for the pure tests
 
 __all__ = ["lab"]
 
-RUNS = 5
+RUNS = int(os.environ.get("CLUSTER_PLAN_FAULT_RUNS", "2"))
 DURATION_S = "2"
 
 
@@ -74,7 +77,7 @@ def test_clean_lab_passes(lab: Lab, tmp_path: Path) -> None:
     print(f"clean lab: {report['timing']}")
 
 
-def test_injected_faults_are_named_five_runs_out_of_five(lab: Lab, tmp_path: Path) -> None:
+def test_injected_faults_are_named_in_every_run(lab: Lab, tmp_path: Path) -> None:
     rate_scale = lab.expanded["lab"]["rate_scale"]
     slow, lossy, delayed = "gpu02", "stor01", "infer01"
     link_mbit = lab.expanded["hosts"][slow]["link_gbps"] * 1000 * rate_scale

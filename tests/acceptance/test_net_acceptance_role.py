@@ -14,7 +14,8 @@ def test_role_options_parse(tmp_path: Path) -> None:
     # the options the role's run.yml passes, in the form it passes them (--name=value)
     tasks = (ROLE / "tasks/run.yml").read_text()
     for option in ("--transport=", "--ssh-user=", "--ssh-args=", "--ssh-key=", "--duration=",
-                   "--probes=", "--nodes=", "--output-dir="):  # fmt: skip
+                   "--probes=", "--nodes=", "--output-dir=", "--when=", "--max-age-days=",
+                   "--changed-hosts="):  # fmt: skip
         assert option in tasks
     code = main(["acceptance", "p.yml", "--expanded", str(tmp_path / "none.json"),
                  "--transport=ssh", "--ssh-user=root", "--ssh-args=-o 'ProxyCommand=nc %h %p'",

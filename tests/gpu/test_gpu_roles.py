@@ -190,3 +190,52 @@ def test_nvml_facts_documentation_parses_for_ansible_doc() -> None:
     result = run_tool("ansible-doc", "-M", "plugins/modules", "nvml_facts")
     assert result.returncode == 0, result.stderr
     assert "Reads every NVIDIA GPU through NVML" in result.stdout
+
+
+@pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
+@pytest.mark.parametrize(
+    "loaded", [None, "525.147.05"], ids=["first-install", "older-driver-in-use"]
+)
+def test_only_a_running_driver_that_changes_waits_for_the_batched_rollout(
+    tmp_path: Path, loaded: str | None
+) -> None:
+    # gpu.yml sets every host up at once and leaves to the serial rollout play only a host
+    # whose loaded module differs from the chosen one (drain, upgrade, reboot): a re-run where
+    # nothing changes never waits for batches.
+    device = tmp_path / "sys/bus/pci/devices/0000:18:00.0"
+    device.mkdir(parents=True)
+    (device / "vendor").write_text("0x10de\n")
+    (device / "class").write_text("0x030200\n")
+    (device / "device").write_text("0x2330\n")
+    proc_root = tmp_path / "proc"
+    if loaded:
+        (proc_root / "driver/nvidia").mkdir(parents=True)
+        (proc_root / "driver/nvidia/version").write_text(
+            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {loaded}  Thu Jun 27 2024\n"
+        )
+    extra = plan_vars("H100-SXM5-80GB", 4, lab=False)
+    stand_in = ["bash"]
+    extra |= {
+        "nvidia_driver_sysfs_root": str(tmp_path / "sys"),
+        "nvidia_driver_procfs_root": str(proc_root),
+        "nvidia_driver_configure_repositories": False,
+        "nvidia_driver_os_packages": {"open": stand_in, "proprietary": stand_in},
+        "nvidia_driver_os_prerequisites": stand_in,
+        "nvidia_driver_os_fabricmanager_packages": stand_in,
+        "nvidia_driver_os_container_toolkit_packages": stand_in,
+        "nvidia_driver_slurm_controller": "",
+        "gpu_health_fail_on_findings": False,
+    }
+    proc = run_gpu_playbook(tmp_path, extra, "--check")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    first, rollout = out.split("PLAY [NVIDIA driver rollout]", 1)
+    rollout = rollout.split("PLAY [GPU health]", 1)[0]
+    if loaded:
+        assert "Stop here for this host" in first and "ok: [localhost]" in first
+        assert "TASK [nvidia_driver : Drain the node before its driver changes]" not in first
+        assert "TASK [nvidia_driver : Drain the node before its driver changes]" in rollout
+        assert "included:" in task_result(rollout, "Drain the node before its driver changes")
+    else:
+        assert "TASK [nvidia_driver : Install the chosen driver packages]" in first
+        assert "skipping: no hosts matched" in rollout

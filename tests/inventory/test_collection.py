@@ -74,7 +74,12 @@ def test_a_plan_outside_the_repository_is_an_inventory(installed):
     hosts = inventory["_meta"]["hostvars"]
     assert sorted(hosts) == ["gpu01", "gpu02", "gpu03", "gpu04", "head01"]
     assert inventory["slurm_controller"]["hosts"] == ["head01"]
-    assert hosts["gpu01"]["ansible_host"] == hosts["gpu01"]["plan_host"]["address"]
+    # plan_host is read through the collection's lookup when a play templates it
+    debug = ["-m", "ansible.builtin.debug", "-a", "msg={{ plan_host.address }}"]
+    shown = run([str(BIN / "ansible"), "-i", str(plan), "gpu01", "-c", "local", *debug],
+                outside, env)  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f'"msg": "{hosts["gpu01"]["ansible_host"]}"' in shown.stdout
     # the plan's access section decides how Ansible logs in
     assert (hosts["gpu01"]["ansible_user"], hosts["gpu01"]["ansible_port"]) == ("ops", 22)
     # the plan is validated there too: a broken plan fails, with its findings. Ansible only

@@ -27,6 +27,9 @@ BAD = ROOT / "tests" / "plans" / "bad"
 
 def ansible(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # The inventory alone: no facts a lab converge left in the repository's fact cache
+    # (`ansible-inventory --list` adds cached facts to hostvars).
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(ROOT / ".cache" / "no-facts")
     return subprocess.run(
         [str(BIN / tool), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
@@ -70,31 +73,51 @@ def test_graph_needs_no_flags_and_shows_plan_groups() -> None:
     assert "head01" in graph
 
 
-def test_list_carries_locked_addresses_and_plan_vars(lab_list: dict[str, Any]) -> None:
+def test_list_is_small_and_carries_locked_addresses(lab_list: dict[str, Any]) -> None:
     hostvars = lab_list["_meta"]["hostvars"]
     lock = json.loads(LAB.with_name("cluster.lock.json").read_text())
     assert set(hostvars) == set(lock["networks"]["mgmt"]["hosts"])
     for host, address in lock["networks"]["mgmt"]["hosts"].items():
         assert hostvars[host]["ansible_host"] == address
-        for net, data_net in lock["networks"].items():
-            if host not in data_net["hosts"]:  # a host off this network (the lab's osd01)
-                assert net not in hostvars[host]["plan_host"]["interfaces"]
-                continue
-            assert (
-                hostvars[host]["plan_host"]["interfaces"][net]["address"] == data_net["hosts"][host]
-            )
-    assert set(lab_list["rack_r1"]["hosts"]) == {
-        h for h, v in hostvars.items() if v["plan_host"]["rack"] == "r1"
-    }
+        # the plan's data is a template over the lookup, not a copy per host
+        assert "cluster_plan.cluster.plan" in hostvars[host]["plan_host"]
+        assert "cluster_plan.cluster.plan" in hostvars[host]["cluster_plan"]
+    assert len(json.dumps(hostvars["gpu01"])) < 2000
 
 
-def test_lab_inventory_matches_the_expansion(lab_list: dict[str, Any]) -> None:
+@pytest.fixture(scope="module")
+def lab_vars() -> dict[str, Any]:
+    """plan_host and cluster_plan as a play sees them (templated), for every lab host."""
+    result = ansible(
+        "ansible", "-i", str(LAB), "all", "-c", "local", "-m", "ansible.builtin.debug",
+        "-a", "msg={{ {'plan_host': plan_host, 'cluster_plan': cluster_plan,"
+        " 'gpu01': hostvars['gpu01'].plan_host} | to_json }}", "-e",
+        f"ansible_python_interpreter={sys.executable}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    values = []
+    for block in result.stdout.split(" | SUCCESS => ")[1:]:  # one JSON result per host
+        values.append(json.loads(json.loads(block[: block.rindex("}") + 1])["msg"]))
+    return {"values": values}
+
+
+def test_a_play_reads_every_host_and_the_cluster_as_expanded(lab_vars: dict[str, Any]) -> None:
+    expanded = load_expanded(LAB)
+    cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
+    seen = {value["plan_host"]["hostname"]: value for value in lab_vars["values"]}
+    assert set(seen) == set(expanded["hosts"])
+    for name, value in seen.items():
+        assert value["plan_host"] == json.loads(json.dumps(expanded["hosts"][name]))
+        assert value["cluster_plan"] == json.loads(json.dumps(cluster))
+        assert value["gpu01"] == json.loads(json.dumps(expanded["hosts"]["gpu01"]))
+
+
+def test_lab_inventory_groups_match_the_expansion(lab_list: dict[str, Any]) -> None:
     expanded = load_expanded(LAB)
     hostvars = lab_list["_meta"]["hostvars"]
     assert set(hostvars) == set(expanded["hosts"])
     for name, host in expanded["hosts"].items():
         assert hostvars[name]["ansible_host"] == host["address"]
-        assert hostvars[name]["plan_host"] == host
     for group, members in expanded["groups"].items():
         assert sorted(lab_list[group]["hosts"]) == members, group
 

@@ -153,3 +153,43 @@ def test_ceph_and_nfs_ports_only_from_the_networks_the_plan_names(lab_expanded):
     assert f"elements = {{ {compute}, {storage} }}" in nftables(lab_expanded)
     del lab_expanded["storage"]
     assert "_sources" not in nftables(lab_expanded)
+
+
+def test_ssh_is_key_only_and_root_logs_in_only_as_ansible_does(lab_expanded):
+    # The lab's Ansible logs in as root: root by key, nobody by password.
+    lab = render(
+        "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "root"}
+    )
+    lines = set(lab.splitlines())
+    assert {"PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password", "AllowUsers root"} <= lines  # fmt: skip
+    # A real cluster reached as an admin: no root login at all, only the plan's admins.
+    lab_expanded["access"]["admin_users"] = [
+        {"name": "ops", "ssh_keys": ["ssh-ed25519 AAAA ops"], "sudo": True},
+        {"name": "alice", "ssh_keys": ["ssh-ed25519 AAAA alice"], "sudo": False},
+    ]
+    real = render(
+        "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "ops"}
+    )
+    lines = set(real.splitlines())
+    assert {"PermitRootLogin no", "AllowUsers ops alice", "PasswordAuthentication no"} <= lines
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/sshd"), reason="needs sshd to check the file")
+def test_ssh_drop_in_is_accepted_by_sshd(lab_expanded, tmp_path):
+    text = render(
+        "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "root"}
+    )
+    conf = tmp_path / "10-cluster-plan.conf"
+    conf.write_text(text)
+    # -T prints the effective settings: what the node would run with this file.
+    key = tmp_path / "host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    effective = subprocess.run(
+        ["/usr/sbin/sshd", "-T", "-f", str(conf), "-h", str(key)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert effective.returncode == 0, effective.stderr
+    settings = set(effective.stdout.splitlines())
+    assert {"passwordauthentication no", "permitrootlogin without-password",
+            "allowusers root", "kbdinteractiveauthentication no"} <= settings  # fmt: skip
