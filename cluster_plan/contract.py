@@ -131,6 +131,7 @@ class WorkloadClass(TypedDict):
 class Dataset(TypedDict):
     racks: list[str]
     description: str
+    pool: str | None  # the Ceph pool holding it
     path: typing.NotRequired[str]
     size_gb: typing.NotRequired[float]
 
@@ -180,9 +181,35 @@ class GpuAcceptance(TypedDict):
     fail_on_xids: list[int]
 
 
+class StorageAcceptance(TypedDict):
+    bench_seconds: int
+    pool: typing.NotRequired[str]  # plans with Ceph pools: the first rbd pool unless set
+
+
 class Acceptance(TypedDict):
     network: NetworkAcceptance | None
     gpu: GpuAcceptance
+    storage: StorageAcceptance
+
+
+class Retention(TypedDict):
+    daily: int
+    weekly: int
+    monthly: int
+
+
+class BackupTarget(TypedDict):
+    host: str  # a plan host
+    path: str  # one repository per node under it: PATH/HOST
+
+
+class Backups(TypedDict):
+    schedule: str  # systemd OnCalendar
+    retention: Retention
+    target: BackupTarget
+    offsite: BackupTarget | None  # a second, independent copy
+    sources: list[str]
+    restore_test: bool
 
 
 class Lab(TypedDict):
@@ -216,7 +243,7 @@ class ExpandedPlan(TypedDict):
     scheduler: Scheduler | None
     node_groups: dict[str, dict[str, Any]]  # as in the plan with defaults, without `nodes`
     storage: dict[str, Any]  # local, nfs, ceph (None when not planned)
-    backups: dict[str, Any] | None
+    backups: Backups | None
     packages: Packages
     access: Access
     acceptance: Acceptance

@@ -111,6 +111,8 @@ def _storage_references(plan: Plan, nodes: list[Node], networks: list[str]) -> I
                     networks,
                     ("storage", "nfs", "exports", i, "network"),
                 )
-    backups = plan.get("backups")
-    if backups and backups["target"]["host"] not in hosts:
-        yield missing("host", backups["target"]["host"], hosts[:50], ("backups", "target", "host"))
+    backups = plan.get("backups") or {}
+    for target in ("target", "offsite"):
+        host = (backups.get(target) or {}).get("host")
+        if host is not None and host not in hosts:
+            yield missing("host", host, hosts[:50], ("backups", target, "host"))

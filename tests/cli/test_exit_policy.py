@@ -55,6 +55,8 @@ COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "lab status": lambda p: ["lab", "status", p],
     "lab fault": lambda p: ["lab", "fault", p, "gpu01", "--clear"],
     "acceptance": lambda p: ["acceptance", p],
+    "drift": lambda p: ["drift", p],
+    "backup status": lambda p: ["backup", "status", p],
 }
 
 # input -> exit status for every command, with the exceptions each command makes

@@ -45,6 +45,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     assert "plugins/inventory/cluster_plan.py" in names
     assert "plugins/modules/nvml_facts.py" in names
     assert "plugins/modules/slurm_reservation.py" in names
+    assert "plugins/modules/role_manifest.py" in names
+    assert "roles/backup/files/cluster_plan_backup.py" in names
+    assert "playbooks/restore.yml" in names
     assert "plugins/filter/slurm_policy.py" in names
     assert "playbooks/site.yml" in names
     assert not [n for n in names if n.startswith((".venv", "tests/", "cluster_plan/", ".git"))]
@@ -117,5 +120,11 @@ def test_the_site_playbook_is_in_the_collection(installed):
     listed = run([str(BIN / "ansible-playbook"), "-i", "localhost,", "--list-tasks",
                   "cluster_plan.cluster.site"], outside, env)  # fmt: skip
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    for play in ("Host baseline from the cluster plan", "NVIDIA drivers", "Network acceptance"):
+    plays = (
+        "Host baseline from the cluster plan",
+        "NVIDIA drivers",
+        "Backups with a restore drill",
+        "Network acceptance",
+    )
+    for play in plays:
         assert play in listed.stdout

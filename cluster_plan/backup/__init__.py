@@ -1,0 +1,1 @@
+"""Backups as the cluster sees them: `cluster-plan backup status` over every node."""

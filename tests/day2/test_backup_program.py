@@ -1,0 +1,245 @@
+"""The node-side backup program (roles/backup/files/cluster_plan_backup.py): what it backs up,
+how the drill judges a restore, the schedule's allowed age, and what a restore puts back.
+The lab test runs it for real against BorgBackup."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "cluster_plan_backup", ROOT / "roles/backup/files/cluster_plan_backup.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+backup = _load()
+
+
+def write_manifest(directory: Path, role: str, precious: list[dict[str, object]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{role}.json").write_text(json.dumps({"role": role, "precious": precious}))
+
+
+def test_declarations_come_from_every_manifest_then_the_plan_sources(tmp_path: Path) -> None:
+    write_manifest(tmp_path, "common", [{"name": "etc", "paths": ["/etc"]}])
+    write_manifest(
+        tmp_path,
+        "slurm",
+        [
+            {"name": "munge", "paths": ["/etc/munge/munge.key"], "restore_after": "start"},
+            {"name": "slurmctld", "paths": ["/var/lib/slurm/slurmctld"], "before_backup": "x"},
+        ],
+    )
+    found = backup.read_declarations(str(tmp_path), ["/srv/data"])
+    assert [d.name for d in found] == ["etc", "munge", "slurmctld", "sources"]
+    assert found[2].before_backup == "x" and found[1].restore_after == "start"
+    assert found[3].paths == ("/srv/data",)
+
+
+def test_an_unreadable_manifest_is_named(tmp_path: Path) -> None:
+    (tmp_path / "ceph.json").write_text("{not json")
+    with pytest.raises(backup.BackupError, match=r"ceph\.json"):
+        backup.read_declarations(str(tmp_path), [])
+
+
+def test_paths_backed_up_exist_and_none_lies_inside_another(tmp_path: Path) -> None:
+    (tmp_path / "etc" / "munge").mkdir(parents=True)
+    (tmp_path / "etc" / "munge" / "munge.key").write_text("k")
+    (tmp_path / "state").mkdir()
+    declarations = [
+        backup.Precious("etc", (str(tmp_path / "etc"),)),
+        backup.Precious("munge", (str(tmp_path / "etc/munge/munge.key"),)),
+        backup.Precious("slurmctld", (str(tmp_path / "state") + "/",)),
+        backup.Precious("sources", (str(tmp_path / "absent"),)),
+    ]
+    assert backup.existing_paths(declarations) == [str(tmp_path / "etc"), str(tmp_path / "state")]
+
+
+def test_retention_is_borgs_keep_rules_without_the_zero_ones() -> None:
+    assert backup.retention_args({"daily": 7, "weekly": 4, "monthly": 0}) == [
+        "--keep-daily=7",
+        "--keep-weekly=4",
+    ]
+    assert backup.retention_args({"daily": 0, "weekly": 0, "monthly": 0}) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _age(root: Path, seconds: float) -> None:
+    """Make every file under root look that old (mtime; ctime cannot be set, so the
+    snapshot time used below is in the future of the files' ctime instead)."""
+    stamp = time.time() - seconds
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            os.utime(Path(dirpath, name), (stamp, stamp))
+
+
+def test_the_drill_passes_when_the_restore_matches_the_source(tmp_path: Path) -> None:
+    source, restored = tmp_path / "source", tmp_path / "restored"
+    files = {"etc/hosts": "127.0.0.1 localhost\n", "etc/slurm/slurm.conf": "ClusterName=lab\n"}
+    _tree(source, files)
+    _tree(restored / "etc", {k.removeprefix("etc/"): v for k, v in files.items()})
+    result = backup.compare_restored(restored, time.time() + 5, ["/etc"], source_root=source)
+    assert result.ok and result.checked == 2 and result.changed_since == 0
+
+
+def test_the_drill_fails_on_a_file_that_differs_from_an_unchanged_source(tmp_path: Path) -> None:
+    source, restored = tmp_path / "source", tmp_path / "restored"
+    _tree(source, {"etc/hosts": "127.0.0.1 localhost\n", "etc/issue": "Debian\n"})
+    _tree(restored, {"etc/hosts": "127.0.0.1 localhost\n", "etc/issue": "Debian GNU\n"})
+    result = backup.compare_restored(restored, time.time() + 5, ["/etc"], source_root=source)
+    assert not result.ok
+    assert result.mismatches == ["/etc/issue"]
+
+
+def test_files_changed_after_the_snapshot_are_not_held_against_it(tmp_path: Path) -> None:
+    source, restored = tmp_path / "source", tmp_path / "restored"
+    _tree(restored, {"state/job_state": "old", "state/node_state": "same"})
+    snapshot = time.time() - 60
+    _tree(source, {"state/job_state": "new", "state/node_state": "same"})  # written just now
+    result = backup.compare_restored(restored, snapshot, ["/state"], source_root=source)
+    assert result.ok
+    assert (result.checked, result.changed_since) == (0, 2)
+
+
+def test_a_declared_path_missing_from_the_snapshot_fails_the_drill(tmp_path: Path) -> None:
+    source, restored = tmp_path / "source", tmp_path / "restored"
+    _tree(source, {"etc/munge/munge.key": "key"})
+    restored.mkdir()
+    result = backup.compare_restored(
+        restored, time.time() + 5, ["/etc/munge/munge.key"], source_root=source
+    )
+    assert result.missing == ["/etc/munge/munge.key"] and not result.ok
+
+
+@pytest.mark.parametrize(
+    ("fixture", "gap_s"),
+    [
+        ("calendar-daily.txt", 86400),
+        ("calendar-mon-fri.txt", 4 * 86400),  # Mon 02:00 -> Fri 02:00
+        ("calendar-hourly-berlin.txt", 3600),  # the (in UTC) lines are not counted twice
+    ],
+)
+def test_the_schedules_longest_gap_from_systemd_analyze(fixture: str, gap_s: int) -> None:
+    assert backup.calendar_max_gap((FIXTURES / fixture).read_text()) == gap_s
+
+
+def test_no_gap_from_an_expression_systemd_refused() -> None:
+    assert backup.calendar_max_gap("Failed to parse calendar specification 'nope'") is None
+
+
+def _declarations() -> list[object]:
+    return [
+        backup.Precious("etc", ("/etc",)),
+        backup.Precious("munge", ("/etc/munge/munge.key",), restore_before="stop munge"),
+        backup.Precious("slurmctld", ("/var/lib/slurm/slurmctld",)),
+    ]
+
+
+def test_a_restore_names_declared_state_or_absolute_paths() -> None:
+    chosen, paths = backup.restore_plan(_declarations(), ["munge", "slurmctld"], ["/etc/issue/"])
+    assert [d.name for d in chosen] == ["munge", "slurmctld"]
+    assert paths == ["/etc/munge/munge.key", "/var/lib/slurm/slurmctld", "/etc/issue"]
+
+
+@pytest.mark.parametrize(
+    ("names", "paths", "message"),
+    [
+        (["ceph-mon"], [], "no precious state named ceph-mon here"),
+        ([], ["etc/issue"], "paths must be absolute"),
+        ([], [], "name what to restore"),
+    ],
+)
+def test_a_restore_refuses_what_it_cannot_know(
+    names: list[str], paths: list[str], message: str
+) -> None:
+    with pytest.raises(backup.BackupError, match=message):
+        backup.restore_plan(_declarations(), names, paths)
+
+
+def test_putting_back_keeps_what_stood_there(tmp_path: Path) -> None:
+    staging, live = tmp_path / "staging", tmp_path / "live"
+    _tree(staging, {f"{live}/etc/issue".lstrip("/"): "from the backup\n"})
+    _tree(live, {"etc/issue": "edited by hand\n"})
+    note = backup.put_back(staging, str(live / "etc/issue"), "20261130T180000")
+    assert (live / "etc/issue").read_text() == "from the backup\n"
+    kept = live / "etc/issue.before-restore-20261130T180000"
+    assert kept.read_text() == "edited by hand\n"
+    assert str(kept) in note
+
+
+def test_putting_back_a_lost_directory(tmp_path: Path) -> None:
+    staging, live = tmp_path / "staging", tmp_path / "live"
+    _tree(staging, {f"{live}/state/job_state".lstrip("/"): "jobs"})
+    backup.put_back(staging, str(live / "state"), "x")
+    assert (live / "state/job_state").read_text() == "jobs"
+    assert not list(live.glob("state.before-restore-*"))
+
+
+def test_the_command_line_says_what_is_wrong_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert backup.main(["--config", str(tmp_path / "none.json"), "status"]) == 1
+    err = capsys.readouterr().err
+    assert "none.json" in err and "backup role" in err and "Traceback" not in err
+
+
+def test_status_reports_the_last_results_and_the_allowed_age(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    config = {
+        "host": "gpu01",
+        "repositories": [{"name": "target", "url": "ssh://borg@10.40.0.10:22/srv/backup/gpu01"}],
+        "passphrase_file": str(state / "passphrase"),
+        "ssh_key": str(state / "id_ed25519"),
+        "known_hosts": str(state / "known_hosts"),
+        "state_dir": str(state),
+        "manifest_dir": str(tmp_path / "manifest"),
+        "schedule": "*-*-* 02:00:00",
+        "randomized_delay_s": 1800,
+        "grace_s": 3600,
+    }
+    (tmp_path / "backup.json").write_text(json.dumps(config))
+    cfg = backup.load_config(tmp_path / "backup.json")
+    backup.write_status(cfg, {"repositories": {"target": {"archive": "gpu01-x", "time": 1.0}}})
+    assert backup.main(["--config", str(tmp_path / "backup.json"), "status"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["repositories"]["target"]["archive"] == "gpu01-x"
+    assert status["expected"] == ["target"]
+    if status["max_age_s"] is not None:  # systemd-analyze is there (Debian 12 has it)
+        assert status["max_age_s"] == 86400 + 1800 + 3600
+
+
+def test_borgs_own_words_without_its_traceback() -> None:
+    # borg extract's stderr on gpu01 after the lab test corrupted a segment of its repository
+    stderr = (FIXTURES / "borg-extract-corrupted.txt").read_text()
+    assert backup.borg_error(stderr) == (
+        "Data integrity error: Segment entry checksum mismatch [segment 2, offset 272658]"
+    )
+    assert backup.borg_error("Repository /srv/backup/x does not exist.\n") == (
+        "Repository /srv/backup/x does not exist."
+    )
+    assert backup.borg_error("") == "no message"
