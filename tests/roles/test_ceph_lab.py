@@ -544,6 +544,9 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
             ["losetup", "--find", "--show", str(image)], check=True, capture_output=True, text=True
         ).stdout.strip()
         minor = int(loop.removeprefix("/dev/loop"))
+        # A name of our own in the node: its /dev may already hold a /dev/loopN of the lab's
+        # (mknod failed there with the host's free loop0), and teardown removes only ours.
+        device = f"/dev/cp-baddisk{minor}"
         try:
             subprocess.run(
                 [
@@ -555,7 +558,7 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
                     "mknod",
                     "-m",
                     "660",
-                    loop,
+                    device,
                     "b",
                     "7",
                     str(minor),
@@ -563,9 +566,11 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
                 check=True,
                 capture_output=True,
             )
-            yield host, loop, digest, image
+            yield host, device, digest, image
         finally:
-            subprocess.run(["nsenter", "-t", str(init), "-m", "-r", "rm", "-f", loop], check=False)
+            subprocess.run(
+                ["nsenter", "-t", str(init), "-m", "-r", "rm", "-f", device], check=False
+            )
             subprocess.run(["losetup", "-d", loop], check=False)
 
 
