@@ -293,6 +293,26 @@ def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outsi
     assert "munged" not in listeners
 
 
+def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
+    # `sshd -T` prints what the running daemon's configuration resolves to, on the node.
+    wanted = {
+        "passwordauthentication no",
+        "kbdinteractiveauthentication no",
+        "permitemptypasswords no",
+        "pubkeyauthentication yes",
+        "allowusers root",  # the lab plan names no admin users
+    }
+    table = []
+    for host in slurm.expanded["hosts"]:
+        settings = set(slurm.sh(host, "sshd -T").splitlines())
+        # The lab's Ansible logs in as root, by key (older sshd prints the old name).
+        root = {"permitrootlogin without-password", "permitrootlogin prohibit-password"}
+        missing = (wanted - settings) | (set() if root & settings else {"permitrootlogin"})
+        table.append(f"{host:<8} {'ok' if not missing else 'MISSING ' + ', '.join(missing)}")
+        assert not missing, f"{host}: {sorted(missing)}"
+    print("\nsshd -T per node:\n" + "\n".join(table))
+
+
 # --- change without killing work (last: it adds a node to the lab) -----------------------
 
 
