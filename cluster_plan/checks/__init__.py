@@ -15,6 +15,7 @@ from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.scheduler import check_scheduler
 from cluster_plan.checks.storage import check_ceph
+from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -25,6 +26,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_topology,
     check_accelerators,
     check_scheduler,
+    check_teams,
     check_ceph,
     check_acceptance,
     check_inventory,
