@@ -55,6 +55,7 @@ COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "lab status": lambda p: ["lab", "status", p],
     "lab fault": lambda p: ["lab", "fault", p, "gpu01", "--clear"],
     "acceptance": lambda p: ["acceptance", p],
+    "usage": lambda p: ["usage", p],
 }
 
 # input -> exit status for every command, with the exceptions each command makes
