@@ -116,8 +116,15 @@ class SlurmLab:
         return list(self.expanded["groups"].get(name, []))
 
 
+# One converge per session, shared by every module that imports `slurm_lab` (test_teams_lab):
+# pytest sets an imported module fixture up once per importing module.
+_CONVERGED: list[SlurmLab] = []
+
+
 @pytest.fixture(scope="module")
 def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
+    if _CONVERGED:
+        return _CONVERGED[0]
     expanded = load_expanded(str(PLAN))
     if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
         if os.geteuid() != 0 or cli("lab", "status", str(PLAN)).returncode != 0:
@@ -128,13 +135,16 @@ def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
     first, first_s = converge(PLAN)
     # The second run is verbose on purpose: secrets must stay hidden even then.
     second, second_s = converge(PLAN, "-v")
-    return SlurmLab(
-        expanded,
-        first,
-        second,
-        (first_s, second_s),
-        [first.stdout + first.stderr, second.stdout + second.stderr],
+    _CONVERGED.append(
+        SlurmLab(
+            expanded,
+            first,
+            second,
+            (first_s, second_s),
+            [first.stdout + first.stderr, second.stdout + second.stderr],
+        )
     )
+    return _CONVERGED[0]
 
 
 @pytest.fixture
