@@ -12,7 +12,12 @@ from cluster_plan.contract import ExpandedPlan
 from cluster_plan.expand import expand
 from cluster_plan.findings import PlanError, errors
 from cluster_plan.load import parse_plan_text
-from cluster_plan.lockfile import exclusive, lock_path_for, write_lock
+from cluster_plan.lockfile import (
+    exclusive,
+    lock_path_for,
+    remove_stale_temporaries,
+    write_lock,
+)
 from cluster_plan.validate import Validation, validate_document, validate_file
 
 
@@ -79,6 +84,8 @@ def _lock_plan(
     placed = [result.doc.place(f) for f in findings]
     if placed:
         raise PlanError(placed, result.doc.source_lines)
+    if write:
+        remove_stale_temporaries(lock_path_for(plan_path))
     if write and fresh != previous:
         write_lock(lock_path_for(plan_path), fresh, Path(plan_path))
     result.lock = fresh

@@ -26,7 +26,3 @@ def driver_branches() -> dict[int, dict[str, Any]]:
     """NVIDIA driver branches, newest last, with the architectures each supports."""
     branches: dict[int, dict[str, Any]] = _catalog_document()["driver_branches"]
     return dict(sorted(branches.items()))
-
-
-def is_nvidia(model: str) -> bool:
-    return load_catalog().get(model, {}).get("vendor") == "nvidia"

@@ -114,6 +114,12 @@ def write_lock(path: Path, lock: dict[str, Any], plan_path: Path | None = None) 
         raise
 
 
+def remove_stale_temporaries(path: Path) -> None:
+    """Temporary files a killed writer left behind (call while holding `exclusive`)."""
+    for stale in path.parent.glob(f".{path.name}.*"):
+        stale.unlink(missing_ok=True)
+
+
 @contextmanager
 def exclusive(plan_path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on the plan file while its lock file is read and rewritten, so

@@ -1,11 +1,27 @@
-"""Suite-wide pytest hooks."""
+"""Suite-wide pytest hooks, and the linters run once per session."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from linters import LintRun, run_ansible_lint, run_yamllint
+
 # One lab per test session, shared by every module that needs it (brought up as id "test").
 pytest_plugins = ["cluster_plan.lab.pytest_plugin"]
+
+
+@pytest.fixture(scope="session")
+def ansible_lint() -> LintRun:
+    """ansible-lint's production profile over the whole tree, once: the tree test and every
+    role's quality test read this one run."""
+    return run_ansible_lint()
+
+
+@pytest.fixture(scope="session")
+def yamllint() -> LintRun:
+    """yamllint -s over the whole tree, once."""
+    return run_yamllint()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

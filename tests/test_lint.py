@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from linters import LintRun
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -23,25 +25,22 @@ def run(*cmd: str) -> subprocess.CompletedProcess[str]:
     "tool",
     [
         ("ruff", "check", "cluster_plan", "plugins", "roles", "tests", "benchmarks"),
+        ("ruff", "format", "--check", "cluster_plan", "plugins", "roles", "tests", "benchmarks"),
         ("mypy",),
-        ("yamllint", "-s", "."),
     ],
+    ids=["ruff-check", "ruff-format", "mypy"],
 )
-def test_python_and_yaml_linters(tool: tuple[str, ...]) -> None:
+def test_python_linters(tool: tuple[str, ...]) -> None:
     result = run(str(BIN / tool[0]), *tool[1:])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_ansible_lint_production_profile() -> None:
-    result = run(str(BIN / "ansible-lint"), "--profile", "production", "--nocolor")
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+def test_yamllint_strict(yamllint: LintRun) -> None:
+    assert yamllint.returncode == 0, yamllint.report()
 
 
-def test_plans_pass_check_jsonschema() -> None:
-    result = run(
-        str(BIN / "check-jsonschema"), "--schemafile", "schemas/cluster-plan.schema.json", *PLANS
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_ansible_lint_production_profile(ansible_lint: LintRun) -> None:
+    assert ansible_lint.returncode == 0, ansible_lint.report()
 
 
 def test_plans_validate_with_current_locks() -> None:
@@ -78,16 +77,39 @@ def test_schema_is_a_valid_2020_12_schema_with_descriptions() -> None:
     assert not missing, missing
 
 
-def test_every_role_has_argument_specs_and_a_current_readme() -> None:
-    roles = sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir())
-    assert roles
-    for role in roles:
-        assert (role / "meta" / "argument_specs.yml").is_file(), role.name
-    result = run(
-        sys.executable,
-        "-m",
-        "cluster_plan.role_docs",
-        "--check",
-        *(str(r.relative_to(ROOT)) for r in roles),
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+# Scaffold text: "TODO"/"FIXME"/"XXX" without an issue number, or a template's "replace with".
+PLACEHOLDER = re.compile(
+    r"\b(?:TODO|FIXME|XXX)\b(?!\s*\(?(?:#|issue\s*)\d)|\breplace (?:this|with the)\b", re.I
+)
+NOT_OURS = {".git", ".venv", ".cache", ".ansible", ".hypothesis", "reports", "build", "dist"}
+
+
+def tree_files() -> list[Path]:
+    files = []
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [
+            d
+            for d in subfolders
+            if d not in NOT_OURS and not d.endswith((".egg-info", "_cache", "__pycache__"))
+        ]
+        files += [Path(folder) / name for name in names]
+    return files
+
+
+def test_no_placeholder_left_in_the_tree() -> None:
+    """No scaffold is called done: the Molecule converge.yml that said "Replace with the role
+    under test" and applied no role is what this catches."""
+    found = []
+    for path in tree_files():
+        if path == Path(__file__) or "tests/plans/bad" in path.as_posix():
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue  # not text
+        found += [
+            f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+            for number, line in enumerate(text.splitlines(), 1)
+            if PLACEHOLDER.search(line)
+        ]
+    assert found == []

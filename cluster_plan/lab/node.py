@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -214,11 +213,6 @@ def sshd_listening(init: ProcRef) -> bool:
     except OSError:
         return False
     return any(f[1].endswith(":0016") and f[3] == "0A" for f in (ln.split() for ln in table))
-
-
-def remove_files(names: LabNames, host: str) -> None:
-    shutil.rmtree(names.node_dir(host), ignore_errors=True)
-    shutil.rmtree(names.run_dir / "nodes" / host, ignore_errors=True)
 
 
 def memory_mib(names: LabNames, host: str) -> dict[str, float]:

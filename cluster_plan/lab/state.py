@@ -41,9 +41,7 @@ def _refs(raw: dict[str, Any]) -> dict[str, ProcRef]:
 def load(path: Path) -> LabState | None:
     try:
         raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # no lab state (never up, or taken down) or an unreadable one
         return None
     return LabState(
         lab=raw["lab"],

@@ -87,10 +87,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             expanded = api.load_expanded_text(raw, path)
         except api.PlanError as exc:
             raise AnsibleParserError(f"cluster plan {path} cannot be used:\n{exc}") from None
-        self._set_options_from_plan(expanded, path)
+        self._set_options_from_plan(path)
         self._populate(expanded, path)
 
-    def _set_options_from_plan(self, expanded: dict[str, Any], path: str) -> None:
+    def _set_options_from_plan(self, path: str) -> None:
         """Constructable options sit at the plan's top level; the plan was validated first,
         so this second read through Ansible's loader only picks them up (trusted, so that
         compose expressions may be templated)."""

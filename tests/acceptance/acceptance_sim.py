@@ -56,8 +56,6 @@ class SimulatedNetwork:
         self.by_address = {n.address: name for name, n in nodes.items()}
         self.random = random.Random(seed)
         self.calls: list[tuple[str, tuple[str, ...]]] = []
-        self.busy: dict[str, int] = {}
-        self.max_concurrent_iperf = 0
         self._template = fixture("iperf3_bidir_ok")["stdout"]
 
     def spawn(self, node: str, argv: Sequence[str]) -> _Stopped:

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-# The lab plan expanded, as the golden test keeps it current (tests/plans/test_golden.py).
-GOLDEN_LAB = Path(__file__).parents[1] / "plans" / "golden" / "lab.expanded.json"
+# The lab plan as `cluster-plan expand` gives it: tests/plans/test_golden.py keeps this file
+# equal to the expansion of inventory/lab/cluster.yml, so it is never a stale second copy.
+LAB_GOLDEN = Path(__file__).resolve().parents[1] / "plans" / "golden" / "lab.expanded.json"
 
 
 @pytest.fixture
 def expanded_lab() -> dict[str, Any]:
-    """The lab plan expanded: the golden file, one copy for every test that needs it."""
-    loaded: dict[str, Any] = json.loads(GOLDEN_LAB.read_text())
+    """The lab plan expanded (a fresh copy: tests may change it)."""
+    loaded: dict[str, Any] = json.loads(LAB_GOLDEN.read_text())
     return loaded

@@ -1,4 +1,7 @@
-"""The inventory plugin through Ansible's own CLIs, as a user runs them."""
+"""The inventory plugin through Ansible's own CLIs, as a user runs them from the repository root
+(whose ansible.cfg enables it): a sound plan gives the expanded hosts and groups; a bad plan, a
+missing or a stale lock fails with the finding in the output and no traceback. Each
+`ansible-inventory` run is made once and read by every test that needs it."""
 
 from __future__ import annotations
 
@@ -7,14 +10,19 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_output import plain
 
+from cluster_plan.api import load_expanded
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
+BAD = ROOT / "tests" / "plans" / "bad"
 
 
 def ansible(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -22,6 +30,16 @@ def ansible(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / tool), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+@pytest.fixture(scope="module")
+def lab_list() -> dict[str, Any]:
+    """`ansible-inventory --list` of the lab plan."""
+    result = ansible("ansible-inventory", "-i", str(LAB), "--list")
+    assert result.returncode == 0, result.stderr
+    data = plain(json.loads(result.stdout))
+    assert isinstance(data, dict)
+    return data
 
 
 @pytest.fixture
@@ -49,14 +67,11 @@ def test_graph_needs_no_flags_and_shows_plan_groups() -> None:
         "nodes_stor",
     ):
         assert f"@{group}:" in graph, group
+    assert "head01" in graph
 
 
-def test_list_carries_locked_addresses_and_plan_vars() -> None:
-    result = ansible("ansible-inventory", "-i", str(LAB), "--list")
-    assert result.returncode == 0, result.stderr
-    data = plain(json.loads(result.stdout))
-    assert isinstance(data, dict)
-    hostvars = data["_meta"]["hostvars"]
+def test_list_carries_locked_addresses_and_plan_vars(lab_list: dict[str, Any]) -> None:
+    hostvars = lab_list["_meta"]["hostvars"]
     lock = json.loads(LAB.with_name("cluster.lock.json").read_text())
     assert set(hostvars) == set(lock["networks"]["mgmt"]["hosts"])
     for host, address in lock["networks"]["mgmt"]["hosts"].items():
@@ -65,9 +80,20 @@ def test_list_carries_locked_addresses_and_plan_vars() -> None:
             assert (
                 hostvars[host]["plan_host"]["interfaces"][net]["address"] == data_net["hosts"][host]
             )
-    assert set(data["rack_r1"]["hosts"]) == {
+    assert set(lab_list["rack_r1"]["hosts"]) == {
         h for h, v in hostvars.items() if v["plan_host"]["rack"] == "r1"
     }
+
+
+def test_lab_inventory_matches_the_expansion(lab_list: dict[str, Any]) -> None:
+    expanded = load_expanded(LAB)
+    hostvars = lab_list["_meta"]["hostvars"]
+    assert set(hostvars) == set(expanded["hosts"])
+    for name, host in expanded["hosts"].items():
+        assert hostvars[name]["ansible_host"] == host["address"]
+        assert hostvars[name]["plan_host"] == host
+    for group, members in expanded["groups"].items():
+        assert sorted(lab_list[group]["hosts"]) == members, group
 
 
 def test_constructable_options_from_the_plan(plan_copy: Path) -> None:
@@ -86,27 +112,60 @@ def test_constructable_options_from_the_plan(plan_copy: Path) -> None:
     assert data["_meta"]["hostvars"]["head01"]["slurm_weight"] == 20
 
 
-def test_stale_lock_fails_with_the_fix_named(plan_copy: Path) -> None:
-    text = plan_copy.read_text().replace("  gpu:\n    count: 2", "  gpu:\n    count: 3")
-    plan_copy.write_text(text)
-    result = ansible("ansible-inventory", "-i", str(plan_copy), "--list")
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert "lock-stale" in output and "gpu03" in output
-    assert "cluster-plan lock" in output
-    assert "Traceback" not in output
+def _lab_variant(base: Path, name: str, old: str, new: str, lock: bool = True) -> Path:
+    """A copy of the lab plan with ``old`` replaced by ``new`` (and its lock, unless not)."""
+    folder = base / name
+    folder.mkdir()
+    text = LAB.read_text()
+    assert old in text, old
+    (folder / "cluster.yml").write_text(text.replace(old, new))
+    if lock:
+        shutil.copy(LAB.with_name("cluster.lock.json"), folder / "cluster.lock.json")
+    return folder / "cluster.yml"
 
 
-def test_broken_plan_fails_with_line_and_path(plan_copy: Path) -> None:
-    text = plan_copy.read_text().replace("  domain: lab.internal", "  domian: lab.internal")
-    plan_copy.write_text(text)
-    result = ansible("ansible-inventory", "-i", str(plan_copy), "--list")
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert "$.cluster.domian" in output and "did you mean 'domain'" in output
-    line = next(i for i, text in enumerate(text.splitlines(), 1) if "domian:" in text)
-    assert f"{plan_copy}:{line}:3" in output
-    assert "Traceback" not in output
+def _broken_sources(base: Path) -> dict[str, tuple[Path, list[str]]]:
+    """name -> (inventory source, what its output must show: the finding code first)."""
+    cases = {
+        name: (BAD / name, [f"[{code}]"])
+        for name, code in (
+            ("network-overlap.yml", "network-overlap"),
+            ("duplicate-key-nested.yml", "duplicate-key"),
+            ("yaml-syntax.yml", "yaml-syntax"),
+            ("absurd-count.yml", "range"),
+            ("binary-junk.yml", "not-text"),
+        )
+    }
+    missing = _lab_variant(base, "missing", "cluster:", "cluster:", lock=False)
+    cases["missing-lock"] = (missing, ["[lock-missing]", "cluster-plan lock"])
+    stale = _lab_variant(base, "stale", "  gpu:\n    count: 2", "  gpu:\n    count: 3")
+    cases["stale-lock"] = (stale, ["[lock-stale]", "gpu03", "cluster-plan lock"])
+    typo = _lab_variant(base, "typo", "  domain: lab.internal", "  domian: lab.internal")
+    line = next(i for i, t in enumerate(typo.read_text().splitlines(), 1) if "domian:" in t)
+    cases["unknown-key"] = (
+        typo,
+        ["[unknown-key]", "$.cluster.domian", "did you mean 'domain'", f"{typo}:{line}:3"],
+    )
+    return cases
+
+
+def test_bad_sources_fail_with_the_finding_and_no_traceback(tmp_path: Path) -> None:
+    cases = _broken_sources(tmp_path)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        runs = pool.map(
+            lambda c: ansible("ansible-inventory", "-i", str(c[0]), "--list"), cases.values()
+        )
+        results = dict(zip(cases, runs, strict=True))
+    for name, (source, shown) in cases.items():
+        proc = results[name]
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0, f"{name}: {output}"
+        for text in shown:
+            assert text in output, f"{name}: no {text!r} in {output}"
+        assert "Traceback" not in output, name
+        assert str(source) in output, name  # the finding says which file
+    assert "cluster-plan lock" in results["stale-lock"].stderr
+    assert "cluster-plan lock" in results["missing-lock"].stderr
 
 
 def test_ansible_doc_documents_the_plugin() -> None:

@@ -429,3 +429,6 @@ def test_state_round_trip_and_other_labs(tmp_path: Path) -> None:
     )
     assert state.other_labs_cidrs(tmp_path, "a") == {"10.41.0.0/24"}
     assert state.load(tmp_path / "missing.json") is None
+    (tmp_path / "torn.json").write_text('{"lab": "a", "pl')  # a write cut short
+    assert state.load(tmp_path / "torn.json") is None
+    assert state.load(tmp_path / "a") is None  # not a file
