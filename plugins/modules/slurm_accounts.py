@@ -108,6 +108,11 @@ def tres(text: str) -> dict[str, int]:
     return out
 
 
+def same_text(stored: str, wanted: str) -> bool:
+    """sacctmgr stores descriptions (and names) in lower case."""
+    return stored.strip().lower() == wanted.strip().lower()
+
+
 def names(text: str) -> set[str]:
     return set(filter(None, text.split(",")))
 
@@ -143,7 +148,7 @@ def qos_commands(
             diff["Priority"] = settings["Priority"]
         if minutes(row["MaxWall"]) != qos.get("max_wall"):
             diff["MaxWall"] = settings["MaxWall"]
-        if row["Description"] != settings["Description"]:
+        if not same_text(row["Description"], settings["Description"]):
             diff["Description"] = settings["Description"]
         if "DenyOnLimit" not in names(row["Flags"]):
             diff["Flags+"] = "DenyOnLimit"
@@ -156,7 +161,7 @@ def qos_commands(
     removals = [
         ["delete", "qos", "where", f"name={name}"]
         for name, row in have.items()
-        if name not in wanted_names and row["Description"].startswith(f"{mark}:")
+        if name not in wanted_names and row["Description"].lower().startswith(f"{mark.lower()}:")
     ]
     return changes, removals
 
@@ -229,7 +234,8 @@ def account_commands(
             continue
         diff = _account_diff(rows[name], account)
         info = meta.get(name, {})
-        if info.get("Descr") != account["description"] or info.get("Org") != mark:
+        described = same_text(info.get("Descr", ""), account["description"])
+        if not described or not same_text(info.get("Org", ""), mark):
             diff["Description"] = account["description"]
             diff["Organization"] = mark
         if diff:
@@ -244,7 +250,9 @@ def account_commands(
     stale = [
         name
         for name in rows
-        if name != "root" and name not in wanted_names and meta.get(name, {}).get("Org") == mark
+        if name != "root"
+        and name not in wanted_names
+        and same_text(meta.get(name, {}).get("Org", ""), mark)
     ]
     depth = {name: _depth(rows, name) for name in stale}
     removals = [
@@ -270,7 +278,7 @@ def user_commands(
     mark: str,
 ) -> tuple[list[list[str]], list[list[str]]]:
     """(commands that add or move users, commands that remove users from managed accounts)."""
-    managed = {r["Account"] for r in accounts_meta if r["Org"] == mark}
+    managed = {r["Account"] for r in accounts_meta if same_text(r["Org"], mark)}
     wanted_accounts = {u["account"] for u in wanted}
     have: dict[str, set[str]] = {}
     for row in assocs:

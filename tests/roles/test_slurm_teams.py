@@ -233,8 +233,9 @@ class FakeDatabase:
         row.update(Account=rest[0], ParentName=s.get("Parent", "root"), Fairshare="1")
         self._limits(row, s)
         self.assocs.append(row)
+        # sacctmgr keeps descriptions and organizations in lower case
         self.accounts.append(
-            {"Account": rest[0], "Descr": s["Description"], "Org": s["Organization"]}
+            {"Account": rest[0], "Descr": s["Description"].lower(), "Org": s["Organization"]}
         )
 
     def _modify_account(self, rest: list[str]) -> None:
@@ -243,7 +244,7 @@ class FakeDatabase:
             next(r for r in self.assocs if r["Account"] == name and not r["User"]), settings
         )
         meta = next(a for a in self.accounts if a["Account"] == name)
-        meta["Descr"] = settings.get("Description", meta["Descr"])
+        meta["Descr"] = settings.get("Description", meta["Descr"]).lower()
         meta["Org"] = settings.get("Organization", meta["Org"])
 
     def _delete_account(self, rest: list[str]) -> None:
@@ -312,6 +313,7 @@ def test_parse_rows_reads_sacctmgr_parsable_output():
 
 def test_a_fresh_database_gets_everything_and_a_second_run_nothing(lab_expanded):
     hosts = compute_hosts(lab_expanded)
+    assert "GPUs" in lab_expanded["teams"]["research"]["description"]  # stored in lower case
     db = FakeDatabase()
     first = db.converge(lab_expanded, hosts)
     added = [" ".join(c[:3]) for c in first if c[0] == "add"]

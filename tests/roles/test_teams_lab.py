@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import test_slurm_lab as shared
-import yaml
 from test_slurm_lab import BIN, PLAN, ROOT, SlurmLab, cli, on_node
 
 # The converge of test_slurm_lab, shared (and through it the session lab).
@@ -94,16 +93,15 @@ def team_with(cluster: SlurmLab, **limits: Any) -> tuple[str, str]:
     raise AssertionError(f"the lab plan has no team with users and limits {limits}")
 
 
-def sshare_usage(cluster: SlurmLab, accounts: list[str]) -> dict[str, int]:
-    out = cluster.sh(
-        controller(cluster), "sshare -a -n -P -o Account,User,RawUsage -A " + ",".join(accounts)
-    )
-    usage: dict[str, int] = {}
+def fair_share(cluster: SlurmLab, users: list[str]) -> dict[str, float]:
+    """Each user's fair-share factor as slurmctld last computed it (sshare)."""
+    out = cluster.sh(controller(cluster), "sshare -a -n -P -o User,FairShare")
+    factors = {}
     for line in out.splitlines():
-        account, user, raw = [*line.split("|"), "", "", ""][:3]
-        if account.strip() in accounts and not user:
-            usage[account.strip()] = int(raw or 0)
-    return usage
+        user, _, factor = line.strip().partition("|")
+        if user in users and factor:
+            factors[user] = float(factor)
+    return factors
 
 
 # ---- what the converge made ----------------------------------------------------------------
@@ -117,8 +115,8 @@ def test_mariadb_and_slurmdbd_run_on_the_planned_host(slurm: SlurmLab):
     assert slurm.expanded["scheduler"]["slurm"]["cluster_name"] in clusters
     # MariaDB listens on the loopback address only
     listeners = slurm.sh(host, "ss -Hltnp")
-    assert [ln for ln in listeners.splitlines() if "mariadbd" in ln and "127.0.0.1:3306" in ln]
-    assert not [ln for ln in listeners.splitlines() if "mariadbd" in ln and "0.0.0.0" in ln]
+    local = [ln.split()[3] for ln in listeners.splitlines() if '"mariadbd"' in ln]
+    assert local == ["127.0.0.1:3306"], listeners
 
 
 def test_accounts_limits_and_qos_are_the_plan(slurm: SlurmLab):
@@ -206,17 +204,21 @@ def test_fair_share_starts_the_team_that_used_less_first(slurm: SlurmLab):
     teams = slurm.expanded["teams"]
     assert teams[heavy_team]["parent"] == teams[light_team]["parent"]  # siblings
     ctl = controller(slurm)
-    slurm.sh(ctl, f"scancel -u {heavy},{light}")
-    for kind, names in (("account", f"{heavy_team},{light_team}"), ("user", f"{heavy},{light}")):
-        slurm.sh(ctl, f"sacctmgr -i modify {kind} where name={names} cluster=lab set RawUsage=0")
+    slurm.sh(ctl, f"scancel -u {heavy} && scancel -u {light}")
+    reset = "cluster=lab set RawUsage=0"
+    slurm.sh(ctl, f"sacctmgr -i modify account where name={heavy_team},{light_team} {reset}")
+    for user, team in ((heavy, heavy_team), (light, light_team)):
+        slurm.sh(ctl, f"sacctmgr -i modify user where name={user} account={team} {reset}")
     run = as_user(slurm, heavy, "srun -p training --gres=gpu:2 -t 2 sleep 30", timeout=240)
     assert run.returncode == 0, run.stdout + run.stderr
-    deadline = time.monotonic() + 180  # usage lands at the next PriorityCalcPeriod (1 min)
-    usage = sshare_usage(slurm, [heavy_team, light_team])
-    while usage.get(heavy_team, 0) <= usage.get(light_team, 0) and time.monotonic() < deadline:
+    # usage and fair share are recomputed every PriorityCalcPeriod (1 minute)
+    deadline = time.monotonic() + 180
+    factors = fair_share(slurm, [heavy, light])
+    while not factors.get(light, 0) > factors.get(heavy, 0) and time.monotonic() < deadline:
         time.sleep(5)
-        usage = sshare_usage(slurm, [heavy_team, light_team])
-    assert usage[heavy_team] > usage[light_team], usage
+        factors = fair_share(slurm, [heavy, light])
+    print(f"fair-share factors after {heavy} used GPUs: {factors}")
+    assert factors[light] > factors[heavy], factors
 
     node = sorted(slurm.group("pool_gpu"))[0]
     cpus = slurm.expanded["hosts"][node]["cpu_cores"]
@@ -231,7 +233,7 @@ def test_fair_share_starts_the_team_that_used_less_first(slurm: SlurmLab):
         jobs += [first, second]
         factors = slurm.sh(ctl, f"sprio -h -n -j {first},{second} -o '%i %F %Y'")
         table = {ln.split()[0]: [float(x) for x in ln.split()[1:]] for ln in factors.splitlines()}
-        print(f"sprio (job, normalized fair share, priority): {table}")
+        print(f"sprio (job: fair-share and total priority): {table}")
         assert table[second][0] > table[first][0]  # fair share
         assert table[second][1] > table[first][1]  # and so priority
         scancel(slurm, blocker)
@@ -346,9 +348,13 @@ PLAYBOOK = """
         users: "{{ users }}"
         root_qos: "{{ root_qos }}"
       register: accounts_result
-    - name: Show what ran
-      ansible.builtin.debug:
-        var: accounts_result
+    - name: Hand the result to the test
+      ansible.builtin.copy:
+        content: "{{ accounts_result | to_json }}"
+        dest: "{{ result_file }}"
+        mode: "0600"
+      delegate_to: localhost
+      check_mode: false
 """
 
 
@@ -362,6 +368,7 @@ def apply_records(cluster: SlurmLab, plan: dict[str, Any], tmp: Path, *extra: st
         "accounts": team_policy.slurm_account_records(plan, hosts),
         "users": team_policy.slurm_user_records(plan),
         "root_qos": ["normal", *(q["name"] for q in qos)],
+        "result_file": str(tmp / "result.json"),
     }
     (tmp / "vars.json").write_text(json.dumps(variables))
     (tmp / "accounts.yml").write_text(PLAYBOOK)
@@ -370,9 +377,8 @@ def apply_records(cluster: SlurmLab, plan: dict[str, Any], tmp: Path, *extra: st
          str(tmp / "accounts.yml")],
         cwd=ROOT, env=shared._env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:]
-    shown = result.stdout.split('"accounts_result": ', 1)[1]
-    return yaml.safe_load(shown[: shown.index("\n}") + 2])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return dict(json.loads((tmp / "result.json").read_text()))
 
 
 def associations(cluster: SlurmLab) -> list[tuple[str, str, str]]:
