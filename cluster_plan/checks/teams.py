@@ -35,6 +35,16 @@ def check_teams(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             ("teams",),
             hint="set scheduler.slurm.accounting: true and give one node the role slurmdbd",
         )
+    if scheduler.get("type") == "kubernetes":
+        for name, team in teams.items():
+            if (team.get("limits") or {}).get("gpu_hours") is not None:
+                yield Finding(
+                    "not-enforced",
+                    f"team {name}'s gpu_hours is a Slurm budget: Kubernetes enforces none",
+                    ("teams", name, "limits", "gpu_hours"),
+                    severity="warning",
+                    hint="Kubernetes enforces gpus, accelerators, classes and max_time",
+                )
     classes = list(scheduler.get("workload_classes") or {})
     for name, team in teams.items():
         for i, wclass in enumerate(team.get("classes") or []):

@@ -89,4 +89,7 @@ def test_a_kubernetes_plan_needs_no_slurm_accounting_for_teams():
         ("roles: [slurm_controller, slurmdbd, ceph_mgr]", "roles: [k8s_control_plane, ceph_mgr]"),
     )
     text = text.replace("roles: [slurm_compute]", "roles: [k8s_worker]")
-    assert not [f for f in findings(text) if f[1] == "teams-without-accounting"]
+    found = findings(text)
+    assert not [f for f in found if f[1] == "teams-without-accounting"]
+    # but Kubernetes has no GPU-hour budget to give the team
+    assert ("warning", "not-enforced", "$.teams.vision.limits.gpu_hours") in found
