@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import netaddr
+from cluster_plan.contract import ExpandedPlan, Network
+from cluster_plan.networks import allocatable, nearly_full, network_space
 
-from cluster_plan.contract import ExpandedPlan
-
-ADDRESS_USE_LIMIT = 0.9  # above this a network has no room to grow
 OVERSUBSCRIPTION_LIMIT = 3.0
 
 
@@ -22,17 +20,22 @@ def audit(expanded: ExpandedPlan) -> dict[str, Any]:
     networks = {}
     problems = []
     for name, spec in expanded["networks"].items():
-        size = netaddr.IPNetwork(spec["cidr"]).size - 2
+        space = network_space(name, _site_spec(spec))
+        free = allocatable(space)
         used = sum(1 for h in hosts if name in h["interfaces"])
-        share = used / size if size > 0 else 1.0
+        share = used / free if free > 0 else 1.0
         networks[name] = {
             "cidr": spec["cidr"],
             "hosts": used,
-            "addresses": size,
-            "used_pct": round(100 * share, 1),
+            "addresses": space.usable,
+            "reserved": space.usable - free,
+            "used_pct": round(100 * share, 1),  # of the addresses hosts can be given
         }
-        if share > ADDRESS_USE_LIMIT:
-            problems.append(f"network {name} is {share:.0%} used")
+        if used > free or nearly_full(used, free):
+            problems.append(
+                f"network {name} is {share:.0%} used ({used} hosts, {free} addresses free "
+                "of reservations)"
+            )
     switches = {}
     for name, switch in expanded["topology"]["access"].items():
         members = [h for h in hosts if h["access_switch"] == name]
@@ -60,6 +63,18 @@ def audit(expanded: ExpandedPlan) -> dict[str, Any]:
     }
 
 
+def _site_spec(network: Network) -> dict[str, Any]:
+    """The expanded network as network_space reads it: the addresses the site takes (gateway,
+    DNS, NTP) and the plan's reserved ranges count as used, as validate counts them."""
+    return {
+        "cidr": network["cidr"],
+        "gateway": network["gateway"],
+        "dns": network["dns"],
+        "ntp": network["ntp"],
+        "reserved": network["reserved"],
+    }
+
+
 def render_audit(report: dict[str, Any]) -> str:
     lines = [
         f"cluster {report['cluster']}: {report['hosts']} hosts, {report['cpu_cores']} "
@@ -71,9 +86,10 @@ def render_audit(report: dict[str, Any]) -> str:
         lines.append(f"  pool {pool}: {count} hosts")
     lines.append("networks:")
     for name, net in report["networks"].items():
+        reserved = f", {net['reserved']} reserved" if net["reserved"] else ""
         lines.append(
-            f"  {name} {net['cidr']}: {net['hosts']}/{net['addresses']} addresses "
-            f"({net['used_pct']}%)"
+            f"  {name} {net['cidr']}: {net['hosts']} hosts on {net['addresses'] - net['reserved']}"
+            f" free addresses ({net['used_pct']}%){reserved}"
         )
     lines.append("access switches:")
     for name, sw in report["access_switches"].items():

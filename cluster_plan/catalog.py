@@ -26,3 +26,10 @@ def driver_branches() -> dict[int, dict[str, Any]]:
     """NVIDIA driver branches, newest last, with the architectures each supports."""
     branches: dict[int, dict[str, Any]] = _catalog_document()["driver_branches"]
     return dict(sorted(branches.items()))
+
+
+def nvswitch_default(model: str, count: int) -> bool:
+    """Whether a node with ``count`` GPUs of ``model`` has NVSwitch, unless the plan says: the
+    catalog lists the board sizes that carry it (HGX 8-GPU does, HGX 4-GPU and DGX-1 do not)."""
+    boards = load_catalog().get(model, {}).get("nvswitch_boards") or []
+    return count in boards

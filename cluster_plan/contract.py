@@ -31,6 +31,7 @@ class Network(TypedDict):
     ntp: list[str]
     mtu: int
     vlan: int | None
+    reserved: int | list[str]  # as in the plan: a count of first addresses, or addresses
     description: str
 
 
@@ -60,6 +61,7 @@ class Accelerators(TypedDict):
     kind: Literal["gpu", "accelerator"]  # gpu: NVIDIA, driver installed by this project
     gres_type: str  # Slurm gres type name
     driver_branch: int | None  # the plan's pin, if any
+    nvswitch: bool  # the board has NVSwitch: the fabric manager runs
     catalog: dict[str, Any]  # the catalog entry
 
 

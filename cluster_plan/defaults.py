@@ -22,6 +22,8 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from cluster_plan.catalog import nvswitch_default
+
 # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
 # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
 # ECC rate, uncontained ECC, GSP errors, unrecovered ECC. Others warn.
@@ -63,6 +65,15 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "scheduler.slurm.gres_autodetect": False,
     "scheduler.slurm.usage_period": "monthly",
     "scheduler.slurm.fairshare_half_life_days": 7,
+    # scheduler.kubernetes exists in Kubernetes plans (see _scheduler_sections), and only there
+    "scheduler.kubernetes.pod_cidr": "10.244.0.0/16",
+    "scheduler.kubernetes.service_cidr": "10.96.0.0/12",
+    "scheduler.kubernetes.container_runtime": "containerd",
+    "scheduler.kubernetes.api_vip": None,
+    "scheduler.kubernetes.encapsulation": "ipip",
+    "scheduler.kubernetes.gpu_sharing": {},
+    "scheduler.kubernetes.gpu_sharing.mode": "none",
+    "scheduler.kubernetes.gpu_sharing.mig_strategy": "single",
     "scheduler.workload_classes": {},
     "scheduler.workload_classes.*.needs": "any",
     "scheduler.workload_classes.*.default": False,
@@ -155,12 +166,14 @@ def tested_networks(plan: dict[str, Any]) -> list[str]:
 
 
 def _scheduler_sections(plan: dict[str, Any]) -> None:
-    """A Slurm plan has Slurm settings even when it writes none (and a Kubernetes plan has
-    none of them, so that settings of the other scheduler stay a mistake to report)."""
+    """A Slurm plan has Slurm settings even when it writes none, a Kubernetes plan Kubernetes
+    settings (and neither has the other's, so that settings of the other scheduler stay a
+    mistake to report)."""
     scheduler = plan.get("scheduler")
-    if isinstance(scheduler, dict) and scheduler.get("type") == "slurm":
-        scheduler.setdefault("slurm", None)
-        scheduler["slurm"] = scheduler["slurm"] or {}
+    if isinstance(scheduler, dict) and scheduler.get("type") in ("slurm", "kubernetes"):
+        section = str(scheduler["type"])
+        scheduler.setdefault(section, None)
+        scheduler[section] = scheduler[section] or {}
 
 
 def _set_derived(plan: dict[str, Any]) -> None:
@@ -175,6 +188,9 @@ def _set_derived(plan: dict[str, Any]) -> None:
     slurm = scheduler.get("slurm") if isinstance(scheduler, dict) else None
     if isinstance(slurm, dict) and isinstance(cluster, dict):
         slurm.setdefault("cluster_name", cluster.get("name"))
+    kubernetes = scheduler.get("kubernetes") if isinstance(scheduler, dict) else None
+    if isinstance(kubernetes, dict) and kubernetes.get("node_network") is None:
+        kubernetes["node_network"] = management_network(plan)
     storage = plan.get("storage") or {}
     ceph = storage.get("ceph") if isinstance(storage, dict) else None
     networks = plan["networks"] if isinstance(plan.get("networks"), dict) else {}
@@ -193,6 +209,18 @@ def _set_derived(plan: dict[str, Any]) -> None:
                 group["networks"] = list(all_networks)
 
 
+def _set_nvswitch(plan: dict[str, Any]) -> None:
+    """NVSwitch belongs to the board: the catalog knows which board sizes of a model carry it
+    (8-GPU HGX boards of SXM models; not 4-GPU HGX boards, PCIe cards or the 8x V100 DGX-1)."""
+    hardware = plan.get("hardware")
+    for profile in hardware.values() if isinstance(hardware, dict) else ():
+        accel = profile.get("accelerators") if isinstance(profile, dict) else None
+        if isinstance(accel, dict) and accel.get("nvswitch") is None:
+            model, count = accel.get("model"), accel.get("count")
+            known = isinstance(model, str) and type(count) is int
+            accel["nvswitch"] = known and nvswitch_default(str(model), int(str(count)))
+
+
 def _team_classes(plan: dict[str, Any]) -> None:
     """A team that names no classes may use every class of the plan (none without one)."""
     scheduler = plan.get("scheduler")
@@ -205,7 +233,7 @@ def _team_classes(plan: dict[str, Any]) -> None:
 
 
 SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections,)
-DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _team_classes)
+DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _set_nvswitch, _team_classes)
 
 
 def _parents(node: Any, parts: list[str]) -> Iterator[Any]:

@@ -30,7 +30,7 @@ class DriverChoice:
 
     branch: int
     kernel_modules: KernelModules
-    fabric_manager: bool  # NVSwitch systems need nvidia-fabricmanager of the same version
+    fabric_manager: bool  # NVSwitch boards need nvidia-fabricmanager of the same version
     models: tuple[str, ...]
     lts: bool
     pinned: bool
@@ -115,12 +115,16 @@ def select_driver(
     source_name: str = "this OS",
     catalog: Mapping[str, Mapping[str, Any]] | None = None,
     branches: Mapping[int, Mapping[str, Any]] | None = None,
+    nvswitch: bool = False,
 ) -> DriverChoice | None:
     """The driver for a host carrying ``models`` (catalog keys).
 
     Returns ``None`` when no model is an NVIDIA GPU (nothing to install). Without a pin the
     newest branch that covers every model (and that ``available_branches``, the branches the
     OS package source offers, contains) wins. Raises :class:`DriverRefusal` otherwise.
+    ``nvswitch`` says whether the host's GPU board has NVSwitch (a property of the board, not
+    of the model: an 8-GPU HGX H100 board has it, a 4-GPU one does); then the fabric manager
+    is part of the choice.
     """
     catalog = accelerator_catalog.load_catalog() if catalog is None else catalog
     branches = accelerator_catalog.driver_branches() if branches is None else branches
@@ -147,7 +151,7 @@ def select_driver(
         else sorted(b for b in branches if b in set(available_branches))
     )
     names = tuple(sorted(entries))
-    fabric_manager = any(bool(e.get("nvswitch")) for e in entries.values())
+    fabric_manager = nvswitch
 
     if pin is not None:
         info = branches.get(pin)
@@ -218,9 +222,19 @@ def choice_for_host(
     """The choice for one ``plan_host.accelerators`` value, as a plain dict for Ansible.
 
     ``install`` is false on hosts with no NVIDIA GPU in the plan; ``refusal`` carries the
-    reasons when no driver can be chosen (the role fails the host with it).
+    reasons when no driver can be chosen (the role fails the host with it). The fabric manager
+    follows ``accelerators.nvswitch`` (expanded data older than that key: the catalog default
+    for the model and count).
     """
     models = [] if not accelerators else [str(accelerators["model"])]
+    nvswitch = False
+    if accelerators:
+        count = int(accelerators.get("count") or 0)
+        nvswitch = (
+            bool(accelerators["nvswitch"])
+            if "nvswitch" in accelerators
+            else accelerator_catalog.nvswitch_default(models[0], count)
+        )
     result: dict[str, Any] = {
         "install": False,
         "branch": None,
@@ -239,6 +253,7 @@ def choice_for_host(
             kernel_modules=kernel_modules,
             available_branches=available_branches,
             source_name=source_name,
+            nvswitch=nvswitch,
         )
     except DriverRefusal as refusal:
         result["refusal"] = str(refusal)
@@ -260,6 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--available", type=int, nargs="*", help="branches the OS package source offers"
     )
+    parser.add_argument(
+        "--nvswitch", action="store_true", help="the GPU board has NVSwitch (fabric manager)"
+    )
     args = parser.parse_args(argv)
     try:
         choice = select_driver(
@@ -267,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pin=args.pin,
             kernel_modules=args.kernel_modules,
             available_branches=args.available,
+            nvswitch=args.nvswitch,
         )
     except DriverRefusal as refusal:
         for problem in refusal.problems:

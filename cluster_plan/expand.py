@@ -48,6 +48,7 @@ def _networks(plan: dict[str, Any]) -> dict[str, Network]:
             "ntp": list(spec["ntp"]),
             "mtu": spec["mtu"],
             "vlan": spec["vlan"],
+            "reserved": copy.deepcopy(spec["reserved"]),
             "description": spec["description"],
         }
     return out
@@ -73,6 +74,7 @@ def _accelerators(profile: dict[str, Any]) -> Accelerators | None:
         "kind": "gpu" if entry["vendor"] == "nvidia" else "accelerator",
         "gres_type": entry["gres_type"],
         "driver_branch": accel["driver_branch"],
+        "nvswitch": accel["nvswitch"],
         "catalog": copy.deepcopy(entry),  # the catalog is cached; callers may change this
     }
 

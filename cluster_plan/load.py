@@ -23,6 +23,7 @@ MAX_PLAN_BYTES = 16 * 1024 * 1024
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 MAX_DEPTH = 64  # a plan is a few levels deep; anything near this is junk
 MAX_ALIAS_VALUES = 250_000
+EXTENSION_PREFIX = "x-"
 
 
 @dataclass
@@ -241,7 +242,10 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
         )
         return doc
     try:
-        doc.data = _Builder(doc).build(root, ())
+        data = _Builder(doc).build(root, ())
+        # Top-level `x-` keys hold YAML anchors for the rest of the plan (the Compose
+        # convention); the anchors are resolved by now, so the keys are not part of the plan.
+        doc.data = {k: v for k, v in data.items() if not k.startswith(EXTENSION_PREFIX)}
     except yaml.YAMLError as exc:  # e.g. a malformed timestamp or an unknown tag
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

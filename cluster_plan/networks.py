@@ -143,3 +143,18 @@ def network_space(name: str, spec: dict[str, Any]) -> NetworkSpace:
 
 def to_text(address: int) -> str:
     return socket.inet_ntoa(struct.pack("!I", address))
+
+
+NEARLY_FULL = 0.9  # share of a network's free addresses in use above which it cannot grow
+NEARLY_FULL_MIN_FREE = 10  # a network this small is full or not; "nearly" says nothing
+
+
+def allocatable(space: NetworkSpace) -> int:
+    """Addresses the allocator may hand to hosts: the host addresses less the reserved ones
+    (ranges and counts of the plan, and the gateway, DNS and NTP addresses)."""
+    return space.usable - space.reserved.count_within(space.first_host, space.last_host)
+
+
+def nearly_full(hosts: int, free: int) -> bool:
+    """The rule validate's network-nearly-full and audit share."""
+    return free > NEARLY_FULL_MIN_FREE and hosts > NEARLY_FULL * free

@@ -10,6 +10,7 @@ override, or a rack taken out of the group's list (refused unless moves are allo
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -75,13 +76,17 @@ def place_racks(
                 fresh.append(node)
                 continue
             counts[placed[node.name] or ""] += 1
+        # the group's least-filled rack, first in the list on a tie: a fresh group is dealt
+        # round-robin, and a rack added to the list takes the new nodes
+        heap = [(counts[rack], i, rack) for i, rack in enumerate(dict.fromkeys(racks))]
+        heapq.heapify(heap)
         for node in fresh:
-            # the group's least-filled rack, first in the list on a tie: a fresh group is
-            # dealt round-robin, and a rack added to the list takes the new nodes
-            rack = min(racks, key=lambda r: (counts[r], racks.index(r))) if racks else None
+            if not heap:
+                placed[node.name] = None
+                continue
+            count, i, rack = heapq.heappop(heap)
             placed[node.name] = rack
-            if rack:
-                counts[rack] += 1
+            heapq.heappush(heap, (count + 1, i, rack))
         for rack, names in forced.items():
             moves += [f"{name}: rack {rack} -> {placed[name]}" for name in names]
             if not allow_moves:

@@ -16,10 +16,15 @@ from cluster_plan.load import PlanDocument
 
 
 @cache
-def plan_schema() -> dict[str, Any]:
+def _schema_text() -> str:
     # data/cluster-plan.schema.json links to schemas/, so checkouts and wheels both find it
-    text = resources.files("cluster_plan").joinpath("data/cluster-plan.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
+    return resources.files("cluster_plan").joinpath("data/cluster-plan.schema.json").read_text()
+
+
+def plan_schema() -> dict[str, Any]:
+    """The plan's JSON Schema, a fresh copy for each caller: some tools rewrite a schema in
+    place (hypothesis-jsonschema canonicalises it), which must not change what validate sees."""
+    schema: dict[str, Any] = json.loads(_schema_text())
     return schema
 
 
@@ -42,17 +47,39 @@ def _leaf_errors(error: ValidationError) -> list[ValidationError]:
     return [error]
 
 
+# Options of Ansible's constructed inventory, allowed at the top level because the plan is
+# also the inventory source; they are Jinja2 maps, so "did you mean" offers one only for a
+# near miss of its own name (grups -> groups), never for an unrelated key.
+_CONSTRUCTED = (
+    "compose",
+    "groups",
+    "keyed_groups",
+    "strict",
+    "leading_separator",
+    "use_extra_vars",
+)
+_CONSTRUCTED_CUTOFF = 0.85
+
+
 def _unknown_key(
     key: str, known: list[str], path: JsonPath
 ) -> tuple[str, str, str | None, JsonPath, bool]:
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    hint = (
-        f"did you mean {close[0]!r}?"
-        if close
-        else "allowed keys: " + ", ".join(known)
-        if known
-        else None
-    )
+    plan_keys = [k for k in known if path or k not in _CONSTRUCTED]
+    close = difflib.get_close_matches(key, known, n=len(known), cutoff=0.6)
+    close = [
+        k
+        for k in close
+        if k in plan_keys or difflib.SequenceMatcher(None, key, k).ratio() >= _CONSTRUCTED_CUTOFF
+    ]
+    if close:
+        hint: str | None = f"did you mean {close[0]!r}?"
+    elif not path:
+        hint = (
+            "allowed keys: " + ", ".join(plan_keys) + "; `x-` keys (e.g. x-defaults) hold YAML "
+            "anchors; Ansible's constructed options: " + ", ".join(_CONSTRUCTED)
+        )
+    else:
+        hint = "allowed keys: " + ", ".join(known) if known else None
     return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 from linters import LintRun, run_ansible_lint, run_yamllint
+
+# Reservations are judged against "now"; the shipped plans' windows must not expire under the
+# test suite, so every test (and every command it runs) sees the same instant.
+os.environ["CLUSTER_PLAN_NOW"] = "2026-06-01T00:00:00+00:00"
 
 # One lab per test session, shared by every module that needs it (brought up as id "test").
 pytest_plugins = ["cluster_plan.lab.pytest_plugin"]

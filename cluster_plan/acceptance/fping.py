@@ -55,14 +55,22 @@ class ProbeSample:
         return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
 
 
+# A threshold of 0 means "no probe may be lost"; no finite count proves a loss rate of 0, so
+# the test sends as many probes as a 0.1% threshold needs and fails on the first loss.
+ZERO_LOSS_PROBES = 3000
+
+
 def probes_for_loss(max_loss_pct: float) -> int:
     """Probes needed so that zero losses bound the loss below the threshold at 95%.
 
     With zero losses in n probes the exact one-sided 95% upper bound is 1 - 0.05**(1/n),
-    about 3/n (the "rule of three"), so n = ceil(300 / max_loss_pct) (percent).
+    about 3/n (the "rule of three"), so n = ceil(300 / max_loss_pct) (percent); a threshold
+    of 0 gets ZERO_LOSS_PROBES.
     """
-    if max_loss_pct <= 0:
-        raise ValueError("max_loss_pct must be positive")
+    if max_loss_pct < 0:
+        raise ValueError("max_loss_pct must not be negative")
+    if max_loss_pct == 0:
+        return ZERO_LOSS_PROBES
     return math.ceil(300.0 / max_loss_pct - 1e-9)
 
 

@@ -8,26 +8,42 @@ from __future__ import annotations
 
 from cluster_plan.checks.acceptance import check_acceptance
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
-from cluster_plan.checks.hardware import check_accelerators
+from cluster_plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.checks.hardware import check_accelerators, check_disks
+from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
-from cluster_plan.checks.networks import check_capacity, check_networks
+from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.references import check_references
+from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
+from cluster_plan.checks.services import check_backups, check_nfs_service, check_paths
 from cluster_plan.checks.storage import check_ceph
 from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
+from cluster_plan.checks.workload import check_datasets, check_workload_classes
 
 ALL_CHECKS: tuple[Check, ...] = (
+    check_cluster,
     check_networks,
     check_capacity,
+    check_service_addresses,
     check_nodes,
     check_references,
     check_topology,
     check_accelerators,
+    check_disks,
+    check_interfaces,
     check_scheduler,
+    check_reservations,
+    check_workload_classes,
+    check_datasets,
     check_teams,
     check_ceph,
+    check_nfs_service,
+    check_backups,
+    check_paths,
+    check_admin_users,
     check_acceptance,
     check_inventory,
 )

@@ -5,12 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import netaddr
 
 from cluster_plan.checks.base import Plan
 from cluster_plan.findings import Finding
-from cluster_plan.networks import AddressError, network_space, parse_address, parse_network
+from cluster_plan.networks import (
+    AddressError,
+    allocatable,
+    nearly_full,
+    network_space,
+    parse_address,
+    parse_network,
+)
 from cluster_plan.nodes import Node
 
 
@@ -28,6 +36,7 @@ def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         yield from _reserved(spec, net, name)
     yield from _kubernetes_cidrs(plan, parsed)
     yield from _overlaps(parsed)
+    yield from _vlans(plan["networks"])
     gateways = [n for n, s in plan["networks"].items() if s.get("gateway")]
     if len(gateways) > 1:
         yield Finding(
@@ -47,8 +56,15 @@ def _site_addresses(spec: dict[str, Any], net: Any, name: str) -> Iterator[Findi
         for i, value in enumerate(spec.get(key, []) or []):
             if key == "ntp" and not re.match(r"^[0-9.]+$", value):
                 continue  # a host name
+            # off the network it is reached through the gateway; without one, it needs a route
             yield from _inside(
-                value, net, name, (*path, key, i), key.upper() + " server", outside_ok=True
+                value,
+                net,
+                name,
+                (*path, key, i),
+                key.upper() + " server",
+                outside_ok=True,
+                routed=bool(spec.get("gateway")),
             )
 
 
@@ -67,6 +83,25 @@ def _reserved(spec: dict[str, Any], net: Any, name: str) -> Iterator[Finding]:
             yield Finding(
                 "reserved-outside", f"reserved {entry!r} is not (wholly) inside {net}", path
             )
+
+
+def _vlans(networks: dict[str, Any]) -> Iterator[Finding]:
+    first: dict[int, str] = {}
+    for name, spec in networks.items():
+        vlan = spec.get("vlan")
+        if vlan is None:
+            continue
+        if vlan in first:
+            yield Finding(
+                "duplicate-vlan",
+                f"networks {first[vlan]} and {name} are both on VLAN {vlan}: one layer-2 "
+                "segment for two networks",
+                ("networks", name, "vlan"),
+                severity="warning",
+                hint="give each network its own vlan; suppress with a reason if two subnets "
+                "really share one segment",
+            )
+        first.setdefault(vlan, name)
 
 
 def _kubernetes_cidrs(plan: Plan, parsed: dict[str, Any]) -> Iterator[Finding]:
@@ -103,7 +138,13 @@ def _entry_size(entry: str) -> int:
 
 
 def _inside(
-    value: str, net: Any, name: str, path: tuple[Any, ...], what: str, outside_ok: bool = False
+    value: str,
+    net: Any,
+    name: str,
+    path: tuple[Any, ...],
+    what: str,
+    outside_ok: bool = False,
+    routed: bool = False,
 ) -> Iterator[Finding]:
     try:
         address = parse_address(value)
@@ -115,10 +156,11 @@ def _inside(
             yield Finding(
                 "address-outside", f"{what} {value} is not inside network {name} ({net})", path
             )
-        else:
+        elif not routed:
             yield Finding(
                 "address-outside",
-                f"{what} {value} is not on network {name} ({net}); nodes need a route to it",
+                f"{what} {value} is not on network {name} ({net}), which has no gateway; "
+                "nodes need a route to it",
                 path,
                 severity="warning",
             )
@@ -128,6 +170,31 @@ def _inside(
         )
 
 
+def check_service_addresses(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    """The package proxy or mirror, given by address inside a plan network, must be kept out
+    of allocation (like the gateway, DNS and NTP, which are) or a host may be given it."""
+    packages = plan.get("packages") or {}
+    for key in ("proxy", "mirror"):
+        try:
+            host = urlsplit(str(packages.get(key, ""))).hostname
+            address = parse_address(host or "")
+        except (AddressError, ValueError):
+            continue  # a host name, no URL, or one the schema refuses
+        for name, spec in plan["networks"].items():
+            try:
+                space = network_space(name, spec)
+            except AddressError:
+                continue  # reported by check_networks
+            if space.contains(address) and address not in space.reserved:
+                yield Finding(
+                    "address-not-reserved",
+                    f"the package {key} {host} is inside network {name} ({space.network}) but "
+                    "not reserved: the allocator may give that address to a host",
+                    ("packages", key),
+                    hint=f"add {host} to networks.{name}.reserved",
+                )
+
+
 def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     for name, spec in plan["networks"].items():
         try:
@@ -135,8 +202,7 @@ def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         except AddressError:
             continue  # reported by check_networks
         hosts = sum(1 for node in nodes if name in node.networks)
-        reserved_inside = space.reserved.count_within(space.first_host, space.last_host)
-        free = space.usable - reserved_inside
+        free = allocatable(space)
         if hosts > free:
             yield Finding(
                 "network-capacity",
@@ -144,7 +210,7 @@ def check_capacity(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 ("networks", name, "cidr"),
                 hint="use a larger prefix, or fewer reserved addresses",
             )
-        elif hosts > 0.9 * free and free > 10:
+        elif nearly_full(hosts, free):
             yield Finding(
                 "network-nearly-full",
                 f"network {name} would be {hosts}/{free} full; there is little room to grow",

@@ -18,9 +18,12 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def check_nodes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
-    yield from hostname_findings(plan)
+    pattern_findings = hostname_findings(plan)
+    yield from pattern_findings
     yield from _invalid_names(nodes)
-    yield from _duplicates(nodes)
+    # a pattern without {n} is reported once, as such, not again as duplicate host names
+    without_n = {f.path[1] for f in pattern_findings}
+    yield from _duplicates([n for n in nodes if n.group not in without_n])
     domain = plan["cluster"].get("domain", "")
     longest = max((node.name for node in nodes), key=len, default="")
     if len(longest) + 1 + len(domain) > 253:

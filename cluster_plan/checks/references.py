@@ -23,6 +23,8 @@ def declared_racks(plan: Plan) -> set[str]:
 
 def check_references(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     racks = declared_racks(plan)
+    if not isinstance(plan["networks"], dict):
+        return  # the schema reports it; every network name would look unknown
     networks = list(plan["networks"])
     for name, group in plan["node_groups"].items():
         yield from _group_references(plan, name, group, racks, networks)
@@ -49,14 +51,17 @@ def _group_references(
 ) -> Iterator[Finding]:
     path = ("node_groups", name)
     hardware = plan["hardware"]
-    if group["hardware"] not in hardware:
+    # a missing value (`hardware:`) is a type error in the schema, not an unknown name
+    if isinstance(group["hardware"], str) and group["hardware"] not in hardware:
         yield missing("hardware profile", group["hardware"], list(hardware), (*path, "hardware"))
     if "rack" in group and "racks" in group:
         yield Finding("conflicting-keys", "give rack or racks, not both", (*path, "racks"))
     if "rack" not in group and "racks" not in group:
         yield Finding("missing-key", "a node group needs rack or racks", path)
-    for i, rack in enumerate(group.get("racks", [group["rack"]] if "rack" in group else [])):
-        if rack not in racks:
+    listed = group.get("racks", [group["rack"]] if "rack" in group else [])
+    # `racks: r1` is a type error in the schema, not the unknown racks 'r' and '1'
+    for i, rack in enumerate(listed if isinstance(listed, list) else []):
+        if isinstance(rack, str) and rack not in racks:
             at = (*path, "racks", i) if "racks" in group else (*path, "rack")
             yield missing("rack", rack, sorted(racks), at)
     for host, override in (group.get("nodes") or {}).items():

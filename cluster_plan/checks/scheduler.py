@@ -1,48 +1,56 @@
-"""The scheduler: controller roles, workload classes and their pools, datasets, reservations."""
+"""The scheduler: controller roles, and settings that belong to it."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
-from cluster_plan.catalog import load_catalog
 from cluster_plan.checks.base import Plan
-from cluster_plan.checks.hints import missing
-from cluster_plan.checks.references import declared_racks
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
+
+# settings blocks that only one scheduler reads
+_OWN_BLOCK = {"slurm": "slurm", "kubernetes": "kubernetes"}
 
 
 def check_scheduler(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     scheduler = plan.get("scheduler")
     if not scheduler or scheduler["type"] not in ("slurm", "kubernetes"):
         return  # the schema says what is wrong; guessing at its rules would only add noise
-    yield from _scheduler_roles(scheduler, nodes)
-    yield from _workload_classes(plan, scheduler, nodes)
-    racks = declared_racks(plan)
-    for name, dataset in (scheduler.get("datasets") or {}).items():
-        for i, rack in enumerate(dataset["racks"]):
-            if rack not in racks:
-                yield missing(
-                    "rack", rack, sorted(racks), ("scheduler", "datasets", name, "racks", i)
-                )
-    for name, reservation in (scheduler.get("reservations") or {}).items():
-        yield from _reservation(plan, nodes, name, reservation)
+    yield from _scheduler_roles(plan, scheduler, nodes)
+    yield from _foreign_settings(scheduler)
 
 
-def _scheduler_roles(scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[Finding]:
+def _groups_with(nodes: list[Node], role: str) -> Counter[str]:
+    return Counter(node.group for node in nodes if role in node.roles)
+
+
+def _count_hint(role: str, nodes: list[Node], allowed: str) -> str:
+    groups = _groups_with(nodes, role)
+    if not groups:
+        return f"give one node group of {allowed} node(s) the role {role}"
+    if len(groups) == 1:
+        group, count = next(iter(groups.items()))
+        return (
+            f"group {group} has the role on its {count} node(s): make its count {allowed}, or "
+            f"move {role} to a group of {allowed} node(s)"
+        )
+    listed = ", ".join(f"{g} ({c})" for g, c in groups.items())
+    return f"groups {listed} all have the role {role}: keep it on {allowed} node(s) in all"
+
+
+def _scheduler_roles(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[Finding]:
     kind = scheduler["type"]
     roles = Counter(role for node in nodes for role in node.roles)
     if kind == "slurm":
         count = roles["slurm_controller"]
-        if count not in (1, 2):
+        if count not in (1, 2) and not _counts_in_doubt(plan, nodes, "slurm_controller"):
             yield Finding(
                 "controller-count",
                 f"Slurm needs one controller (or an HA pair); the plan has {count}",
                 ("scheduler", "type"),
-                hint="give one node group the role slurm_controller",
+                hint=_count_hint("slurm_controller", nodes, "1 or 2"),
             )
         if not roles["slurm_compute"]:
             yield Finding(
@@ -56,16 +64,20 @@ def _scheduler_roles(scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[F
                 "missing-role",
                 "accounting needs a node with the role slurmdbd",
                 ("scheduler", "slurm", "accounting"),
+                hint="give one node group (e.g. the controller's) the role slurmdbd",
             )
         wrong = [r for r in roles if r.startswith("k8s_")]
     else:
         count = roles["k8s_control_plane"]
-        if count == 0 or count % 2 == 0:
+        if (count == 0 or count % 2 == 0) and not _counts_in_doubt(
+            plan, nodes, "k8s_control_plane"
+        ):
             yield Finding(
                 "control-plane-count",
                 "Kubernetes needs an odd number of control-plane nodes for etcd quorum; the plan "
                 f"has {count}",
                 ("scheduler", "type"),
+                hint=_count_hint("k8s_control_plane", nodes, "1, 3 or 5"),
             )
         wrong = [r for r in roles if r.startswith("slurm")]
     for role in wrong:
@@ -77,81 +89,37 @@ def _scheduler_roles(scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[F
         )
 
 
-def _workload_classes(
-    plan: Plan, scheduler: dict[str, Any], nodes: list[Node]
-) -> Iterator[Finding]:
-    pools: dict[str, list[Node]] = defaultdict(list)
-    for node in nodes:
-        if node.pool:
-            pools[node.pool].append(node)
-    known_pools = sorted({g.get("pool") for g in plan["node_groups"].values() if g.get("pool")})
-    classes = scheduler.get("workload_classes") or {}
-    for name, wclass in classes.items():
-        path = ("scheduler", "workload_classes", name)
-        pool = wclass["pool"]
-        if pool not in known_pools:
-            yield missing("pool", pool, known_pools, (*path, "pool"))
-        elif not pools.get(pool):
-            yield Finding("empty-pool", f"pool {pool} has no nodes", (*path, "pool"))
-        else:
-            yield from _pool_fits_class(plan, name, wclass, pools[pool], path)
-    defaults = [name for name, wclass in classes.items() if wclass.get("default")]
-    if len(defaults) > 1:
-        yield Finding(
-            "multiple-defaults",
-            f"classes {', '.join(defaults)} are all default",
-            ("scheduler", "workload_classes", defaults[1], "default"),
-        )
-    elif classes and not defaults:
-        yield Finding(
-            "no-default-class",
-            "no workload class is the default; work that declares no class has nowhere to go",
-            ("scheduler", "workload_classes"),
-            severity="warning",
-        )
+def _counts_in_doubt(plan: Plan, nodes: list[Node], role: str) -> bool:
+    """A group with the role whose nodes could not be counted (a wrong count or hostname
+    pattern, already reported) leaves the number of such nodes unknown."""
+    produced = Counter(node.group for node in nodes)
+    for name, group in plan["node_groups"].items():
+        if role in (group.get("roles") or []) and produced[name] != group.get("count"):
+            return True
+    return False
 
 
-def _pool_fits_class(
-    plan: Plan, name: str, wclass: dict[str, Any], members: list[Node], path: tuple[Any, ...]
-) -> Iterator[Finding]:
-    catalog = load_catalog()
-    needs = wclass.get("needs", "any")
-    for node in members:
-        accel = plan["hardware"].get(node.hardware, {}).get("accelerators")
-        entry = catalog.get(accel["model"], {}) if accel else {}
-        lacking = (needs == "gpu" and entry.get("vendor") != "nvidia") or (
-            needs == "accelerator" and not accel
-        )
-        if lacking:
-            what = "NVIDIA GPUs" if needs == "gpu" else "accelerators"
+def _foreign_settings(scheduler: dict[str, Any]) -> Iterator[Finding]:
+    kind = scheduler["type"]
+    for block, owner in _OWN_BLOCK.items():
+        if owner != kind and scheduler.get(block) is not None:
             yield Finding(
-                "pool-lacks-accelerator",
-                f"class {name} needs {what}, but pool {wclass['pool']} has {node.name} "
-                f"({node.hardware}) without them",
-                (*path, "needs"),
+                "scheduler-settings-mismatch",
+                f"scheduler.{block} holds {owner} settings, but the scheduler is {kind}: "
+                "nothing reads them",
+                ("scheduler", block),
+                hint=f"remove scheduler.{block}, or set type: {owner}",
             )
-            return
-
-
-def _reservation(
-    plan: Plan, nodes: list[Node], name: str, reservation: dict[str, Any]
-) -> Iterator[Finding]:
-    path = ("scheduler", "reservations", name)
-    try:
-        datetime.fromisoformat(reservation["start"])
-    except ValueError:
-        yield Finding(
-            "format",
-            f"start {reservation['start']!r} is not an ISO 8601 time",
-            (*path, "start"),
-            hint='e.g. "2027-01-05T02:00:00"',
-        )
-    for i, group in enumerate(reservation.get("node_groups", [])):
-        if group not in plan["node_groups"]:
-            yield missing("node group", group, list(plan["node_groups"]), (*path, "node_groups", i))
-    hosts = sorted(n.name for n in nodes)
-    for i, host in enumerate(reservation.get("nodes", [])):
-        if host not in hosts:
-            yield missing("host", host, hosts[:50], (*path, "nodes", i))
-    if not reservation.get("node_groups") and not reservation.get("nodes"):
-        yield Finding("missing-key", "a reservation needs node_groups or nodes", path)
+    if kind == "kubernetes":
+        # Kubernetes keeps work off reserved nodes with a taint for the window (roles/kubernetes);
+        # Slurm's flags (a daily or weekly repeat, ignore_jobs, ...) have no counterpart there
+        for name, reservation in (scheduler.get("reservations") or {}).items():
+            if isinstance(reservation, dict) and reservation.get("flags"):
+                yield Finding(
+                    "scheduler-settings-mismatch",
+                    f"reservation {name}: flags are Slurm reservation flags; Kubernetes "
+                    "taints the nodes once, for the window, and ignores them",
+                    ("scheduler", "reservations", name, "flags"),
+                    severity="warning",
+                    hint="remove the flags, or give each window its own reservation",
+                )

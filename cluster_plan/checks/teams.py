@@ -10,6 +10,7 @@ from typing import Any
 from cluster_plan.catalog import load_catalog
 from cluster_plan.checks.base import Plan
 from cluster_plan.checks.hints import missing
+from cluster_plan.checks.workload import SLURM_TIME
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
@@ -150,6 +151,15 @@ def _limits(plan: Plan, teams: dict[str, Any], nodes: list[Node]) -> Iterator[Fi
         held["gpu_hours"] = (gpus * PERIOD_HOURS[period], f"GPU-hours a {period} period holds")
     for name, team in teams.items():
         limits = team.get("limits") or {}
+        limit = limits.get("max_time")
+        if isinstance(limit, str) and not SLURM_TIME.match(limit):
+            yield Finding(
+                "time-format",
+                f"max_time {limit!r} is not a Slurm time limit",
+                ("teams", name, "limits", "max_time"),
+                hint="minutes, [days-]hours:minutes:seconds (e.g. 1-00:00:00, 48:00:00) or "
+                "UNLIMITED",
+            )
         for key, (capacity, what) in held.items():
             value = limits.get(key)
             if value is not None and value > capacity:

@@ -29,8 +29,10 @@ def check_topology(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 )
             level_of.setdefault(name, level)
     yield from _uplinks(topo, level_of)
+    yield from _unused_cores(plan["topology"]["core"], topo)
     yield from _racks(plan, topo, nodes)
     yield from _oversubscription(topo, nodes)
+    yield from _ports(topo, nodes)
 
 
 def _uplinks(topo: Topology, level_of: dict[str, str]) -> Iterator[Finding]:
@@ -66,6 +68,18 @@ def _uplinks(topo: Topology, level_of: dict[str, str]) -> Iterator[Finding]:
                 "unused-switch",
                 f"aggregation switch {name} has no access switches",
                 ("topology", "aggregation", name),
+                severity="warning",
+            )
+
+
+def _unused_cores(core: Any, topo: Topology) -> Iterator[Finding]:
+    used = {name for agg in topo["aggregation"].values() for name in agg["uplinks"]}
+    for i, name in enumerate(topo["core"]):
+        if name not in used:
+            yield Finding(
+                "unused-switch",
+                f"core switch {name} has no aggregation switch below it",
+                ("topology", "core", i if isinstance(core, list) else name),
                 severity="warning",
             )
 
@@ -134,3 +148,19 @@ def _oversubscription(topo: Topology, nodes: list[Node]) -> Iterator[Finding]:
                     severity="warning",
                     hint="suppress with a reason if intended",
                 )
+
+
+def _ports(topo: Topology, nodes: list[Node]) -> Iterator[Finding]:
+    """A host takes a port of its rack's access switch; `ports` says how many there are."""
+    per_rack = Counter(node.rack for node in nodes)
+    for name, access in topo["access"].items():
+        ports = access.get("ports")
+        hosts = sum(per_rack[rack] for rack in access["racks"])
+        if ports is not None and hosts > ports:
+            yield Finding(
+                "switch-ports",
+                f"access switch {name} has {ports} host ports, but its racks "
+                f"({', '.join(access['racks'])}) hold {hosts} hosts",
+                ("topology", "access", name, "ports"),
+                hint="spread the hosts over more racks or switches, or correct ports",
+            )

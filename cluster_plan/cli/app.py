@@ -20,6 +20,7 @@ from cluster_plan.cli.reporters import reporter_for
 EXTENSIONS = (
     ("lab", "cluster_plan.lab.command"),
     ("report", "cluster_plan.acceptance.command"),
+    ("k8s", "cluster_plan.kubernetes.command"),
     ("usage", "cluster_plan.usage.command"),
 )
 

@@ -59,7 +59,7 @@ def max_seconds(slurm_time: str) -> int | None:
     """A Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds; None for
     UNLIMITED."""
     text = slurm_time.strip().upper()
-    if text in ("UNLIMITED", "INFINITE"):
+    if text in ("UNLIMITED", "INFINITE", "-1"):
         return None
     days, _, clock = text.rpartition("-")
     parts = [int(p) for p in clock.split(":")]

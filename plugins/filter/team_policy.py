@@ -28,7 +28,7 @@ def _name(text: str) -> str:
 def slurm_minutes(text: str | None) -> int | None:
     """A Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in whole minutes;
     None for UNLIMITED, INFINITE or nothing."""
-    if text is None or str(text).strip().upper() in ("", "UNLIMITED", "INFINITE"):
+    if text is None or str(text).strip().upper() in ("", "UNLIMITED", "INFINITE", "-1"):
         return None
     match = _TIME.match(str(text).strip())
     if not match:

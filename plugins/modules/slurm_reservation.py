@@ -25,6 +25,11 @@ options:
     elements: str
     default: []
   users: {description: Users allowed to run in it., type: list, elements: str, default: [root]}
+  accounts:
+    description: Accounts allowed to run in it (needs Slurm accounting).
+    type: list
+    elements: str
+    default: []
   state: {description: present or absent., type: str, default: present, choices: [present, absent]}
 """
 
@@ -58,6 +63,7 @@ def wanted_fields(params: dict[str, Any]) -> dict[str, str]:
         "Nodes": ",".join(params["nodes"]),
         "Flags": ",".join(f.upper() for f in params["flags"]),
         "Users": ",".join(params["users"]),
+        "Accounts": ",".join(params["accounts"]),
     }
 
 
@@ -72,10 +78,11 @@ def differences(current: dict[str, str], wanted: dict[str, str]) -> dict[str, st
     have_flags = set(filter(None, current.get("Flags", "").split(",")))
     if not set(filter(None, wanted["Flags"].split(","))) <= have_flags:
         diff["Flags"] = wanted["Flags"]
-    if sorted(filter(None, current.get("Users", "").split(","))) != sorted(
-        filter(None, wanted["Users"].split(","))
-    ):
-        diff["Users"] = wanted["Users"]
+    for key in ("Users", "Accounts"):
+        shown = current.get(key, "")
+        have = sorted(filter(None, "" if shown == "(null)" else shown.split(",")))
+        if have != sorted(filter(None, wanted[key].split(","))):
+            diff[key] = wanted[key]
     return diff
 
 
@@ -101,6 +108,7 @@ def main() -> None:
             "nodes": {"type": "list", "elements": "str", "required": True},
             "flags": {"type": "list", "elements": "str", "default": []},
             "users": {"type": "list", "elements": "str", "default": ["root"]},
+            "accounts": {"type": "list", "elements": "str", "default": []},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
         },
         supports_check_mode=True,

@@ -124,6 +124,9 @@ def test_mtu_probes() -> None:
 def test_probe_count_decides_the_threshold() -> None:
     assert probes_for_loss(0.1) == 3000
     assert probes_for_loss(1) == 300
+    assert probes_for_loss(0) == 3000  # no loss allowed: the first lost probe fails
+    with pytest.raises(ValueError):
+        probes_for_loss(-1)
     # zero losses in that many probes bound the loss at (just under) the threshold
     assert loss_upper_bound_pct(3000, 3000) == pytest.approx(0.0998, abs=2e-4)
     assert loss_upper_bound_pct(300, 300) <= 1.0

@@ -143,3 +143,42 @@ def test_real_tools_on_loopback(tmp_path: Path, expanded_lab: dict[str, Any]) ->
     assert all(r["gbps"] > 0.5 for r in report["bandwidth"])
     assert "bandwidth round 3/3" in proc.stderr  # progress while it runs
     assert (tmp_path / "out" / "acceptance.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def no_loss_allowed(expanded_lab: dict[str, Any]) -> dict[str, Any]:
+    network = {**expanded_lab["acceptance"]["network"], "max_loss_pct": 0}
+    return {**expanded_lab, "acceptance": {**expanded_lab["acceptance"], "network": network}}
+
+
+def test_a_threshold_of_zero_loss_fails_on_the_first_lost_probe(
+    expanded_lab: dict[str, Any],
+) -> None:
+    """`max_loss_pct: 0` passes validation; acceptance takes it as "no probe may be lost"
+    (once a ValueError traceback)."""
+    spec = spec_from_expanded(no_loss_allowed(expanded_lab), duration_s=2)
+    assert spec.criteria.probes == 3000
+    options = RunOptions(phases=("latency",))
+    clean = run(spec, lab_network(spec), options)
+    assert clean["passed"] and clean["criteria"]["max_loss_pct"] == 0
+    assert {r["sent"] for r in clean["probes"]} == {3000}
+    # 0.05% loss on one node: a handful of 3000 probes, each a failure now
+    lossy = run(spec, lab_network(spec, stor01={"loss": 0.0005}), options)
+    assert [(f["node"], f["kind"]) for f in lossy["nodes_at_fault"]] == [("stor01", "loss")]
+
+
+def test_the_acceptance_command_takes_a_zero_loss_threshold(
+    tmp_path: Path, expanded_lab: dict[str, Any]
+) -> None:
+    path = tmp_path / "expanded.json"
+    path.write_text(json.dumps(no_loss_allowed(expanded_lab)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "cluster_plan", "acceptance", "unused.yml",
+         "--expanded", str(path), "--transport", "exec", "--exec-prefix", "false",
+         "--phases", "latency", "--no-retest", "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    # `false` answers no probe: every measurement failed, and the run says so
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "out" / "acceptance.json").read_text())
+    assert report["criteria"]["max_loss_pct"] == 0 and report["criteria"]["probes"] == 3000

@@ -22,12 +22,37 @@ NVIDIA_MODELS = sorted(
 
 
 def test_h100_sxm_gets_newest_branch_with_fabric_manager() -> None:
-    choice = select_driver(["H100-SXM5-80GB"])
+    choice = select_driver(["H100-SXM5-80GB"], nvswitch=True)
     assert choice is not None
     assert choice.branch == max(accelerator_catalog.driver_branches())
     assert choice.fabric_manager is True
     assert choice.kernel_modules == "open"  # Hopper supports them; default from R560
     assert choice.pinned is False
+
+
+@pytest.mark.parametrize(
+    ("accelerators", "fabric_manager"),
+    [
+        ({"model": "H100-SXM5-80GB", "count": 8}, True),  # HGX H100 8-GPU: NVSwitch
+        ({"model": "H100-SXM5-80GB", "count": 4}, False),  # HGX H100 4-GPU: direct NVLink
+        ({"model": "A100-SXM4-80GB", "count": 4}, False),
+        ({"model": "A100-SXM4-40GB", "count": 8}, True),
+        ({"model": "V100-SXM2-32GB", "count": 8}, False),  # DGX-1: NVLink cube mesh
+        ({"model": "V100-SXM2-32GB", "count": 16}, True),  # DGX-2: NVSwitch
+        ({"model": "H200-SXM-141GB", "count": 8}, True),
+        ({"model": "B200", "count": 8}, True),
+        ({"model": "H100-PCIE-80GB", "count": 8}, False),
+        # the plan's word wins over the catalog's default, either way
+        ({"model": "H100-SXM5-80GB", "count": 8, "nvswitch": False}, False),
+        ({"model": "H100-SXM5-80GB", "count": 4, "nvswitch": True}, True),
+    ],
+)
+def test_fabric_manager_follows_the_board(
+    accelerators: dict[str, Any], fabric_manager: bool
+) -> None:
+    choice = choice_for_host(accelerators)
+    assert choice["install"] is True and choice["refusal"] is None
+    assert choice["fabric_manager"] is fabric_manager
 
 
 def test_l40s_needs_no_fabric_manager() -> None:
@@ -128,6 +153,10 @@ def test_cli_prints_choice_and_refusal(capsys: pytest.CaptureFixture[str]) -> No
     assert '"branch": 580' in capsys.readouterr().out
     assert main(["H200-SXM-141GB", "--pin", "535"]) == 1
     assert "refused: pinned branch 535" in capsys.readouterr().err
+    assert main(["H100-SXM5-80GB"]) == 0
+    assert '"fabric_manager": false' in capsys.readouterr().out
+    assert main(["H100-SXM5-80GB", "--nvswitch"]) == 0
+    assert '"fabric_manager": true' in capsys.readouterr().out
 
 
 @given(
@@ -157,4 +186,6 @@ def test_choice_is_the_newest_offered_branch_covering_all(
         return
     assert choice is not None
     assert choice.branch == good[-1]
-    assert choice.fabric_manager == any(catalog[m]["nvswitch"] for m in models)
+    assert choice.fabric_manager is False  # NVSwitch is the board's, not the models'
+    with_switch = select_driver(models, available_branches=offered, nvswitch=True)
+    assert with_switch is not None and with_switch.fabric_manager is True

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.catalog import load_catalog
+from cluster_plan.catalog import load_catalog, nvswitch_default
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,9 +51,12 @@ def run_gpu_playbook(
 GOLDEN_LAB = REPO / "tests" / "plans" / "golden" / "lab.expanded.json"
 
 
-def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict[str, Any]:
+def plan_vars(
+    model: str, count: int, lab: bool, pin: int | None = None, nvswitch: bool | None = None
+) -> dict[str, Any]:
     """What the inventory gives a GPU host: the lab plan's expansion (the contract's shape),
-    with the model, count and pin under test, as a lab plan or as a real cluster's."""
+    with the model, count, pin and NVSwitch under test (by default the catalog's, as the
+    plan's defaults give it), as a lab plan or as a real cluster's."""
     expanded = json.loads(GOLDEN_LAB.read_text())
     host = expanded["hosts"]["gpu01"]
     host["accelerators"] = {
@@ -61,12 +64,20 @@ def plan_vars(model: str, count: int, lab: bool, pin: int | None = None) -> dict
         "model": model,
         "count": count,
         "driver_branch": pin,
+        "nvswitch": nvswitch_default(model, count) if nvswitch is None else nvswitch,
         "catalog": load_catalog()[model],
     }
     cluster = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
     if not lab:
         cluster["lab"] = None
     return {"plan_host": host, "cluster_plan": cluster}
+
+
+def task_result(out: str, task: str) -> str:
+    """The lines Ansible printed for one task: from its header to the next one."""
+    header = f"TASK [nvidia_driver : {task}]"
+    assert header in out, out
+    return out.split(header, 1)[1].split("TASK [", 1)[0]
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check-mode", "apply"])
@@ -112,15 +123,23 @@ def test_pin_too_old_is_refused_before_touching_the_host(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(not Path("/usr/bin/apt-get").exists(), reason="needs an apt host")
-def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("count", "nvswitch", "fabric_manager"),
+    [(8, None, True), (4, None, False), (8, False, False)],
+    ids=["hgx-8-gpu", "hgx-4-gpu", "no-nvswitch-in-plan"],
+)
+def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(
+    tmp_path: Path, count: int, nvswitch: bool | None, fabric_manager: bool
+) -> None:
     # A recorded sysfs tree with one H100 puts the role on its install path; package names
-    # are swapped for one every Debian host has, so check mode can look them up here.
+    # are swapped for one every Debian host has, so check mode can look them up here. The
+    # fabric manager comes with NVSwitch boards only (8-GPU HGX), whatever the model.
     device = tmp_path / "sys/bus/pci/devices/0000:18:00.0"
     device.mkdir(parents=True)
     (device / "vendor").write_text("0x10de\n")
     (device / "class").write_text("0x030200\n")
     (device / "device").write_text("0x2330\n")
-    extra = plan_vars("H100-SXM5-80GB", 8, lab=False)
+    extra = plan_vars("H100-SXM5-80GB", count, lab=False, nvswitch=nvswitch)
     extra["cluster_plan"]["scheduler"]["type"] = "kubernetes"
     stand_in = ["bash"]
     extra |= {
@@ -145,6 +164,9 @@ def test_install_path_runs_in_check_mode_with_a_gpu_on_the_bus(tmp_path: Path) -
     ):
         assert f"TASK [nvidia_driver : {task}]" in out
     assert "Drain the node before its driver changes" in out  # no driver loaded: skipped
+    fabric = task_result(out, "Install the fabric manager matched to the driver")
+    assert ("skipping: [localhost]" not in fabric) is fabric_manager, fabric
+    assert f"fabric manager {'yes' if fabric_manager else 'no'}" in out
 
 
 def run_tool(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ PLAN = {
     "nodes": ["gpu01", "gpu02"],
     "flags": ["maint"],
     "users": ["root"],
+    "accounts": [],
 }
 
 
@@ -51,3 +52,10 @@ def test_changed_plan_updates_only_what_differs():
 def test_durations_with_days():
     assert module._minutes("1-02:30:00") == 1440 + 150
     assert module._minutes("02:00:00") == 120
+
+
+def test_accounts_are_kept_too_and_null_is_none():
+    current = module.parse_show(SHOW)
+    assert module.differences(current, module.wanted_fields(PLAN)) == {}
+    wanted = module.wanted_fields({**PLAN, "accounts": ["team-a"]})
+    assert module.differences(current, wanted) == {"Accounts": "team-a"}

@@ -114,6 +114,8 @@ class Model:
         for host, rack in self.racks.items():
             if host not in placed:
                 self.left_racks[host] = rack
+        for host in placed:  # back again: where it stood before no longer binds it
+            self.left_racks.pop(host, None)
         self.racks = dict(placed)
 
 

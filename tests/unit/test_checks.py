@@ -188,7 +188,8 @@ def test_needs_accelerator_accepts_any_accelerator_needs_gpu_only_nvidia():
 
 
 def test_suppressed_warning_keeps_its_reason_and_the_plan_passes():
-    text = edit(("dns: [10.40.0.2]", "dns: [192.0.2.53]"))
+    # off the network, with no gateway to reach it through: a warning
+    text = edit(("gateway: 10.40.0.1, dns: [10.40.0.2]", "dns: [192.0.2.53]"))
     text += (
         "suppress:\n  - code: address-outside\n    path: $.networks.mgmt.dns[0]\n"
         "    reason: the site resolver is routed\n"
@@ -203,7 +204,8 @@ def test_suppressed_warning_keeps_its_reason_and_the_plan_passes():
 
 
 def test_suppression_for_another_path_does_not_apply():
-    text = edit(("dns: [10.40.0.2]", "dns: [192.0.2.53]"))
+    # off the network, with no gateway to reach it through: a warning
+    text = edit(("gateway: 10.40.0.1, dns: [10.40.0.2]", "dns: [192.0.2.53]"))
     text += (
         "suppress:\n  - code: address-outside\n    path: $.networks.compute.dns[0]\n"
         "    reason: not this one\n"

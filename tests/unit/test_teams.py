@@ -50,7 +50,7 @@ def test_a_team_naming_no_classes_may_use_every_class():
 )  # fmt: skip
 def test_max_time_is_a_slurm_time(max_time, ok):
     text = edit(('max_time: "1-00:00:00"', f'max_time: "{max_time}"'))
-    bad = ("error", "format", "$.teams.vision.limits.max_time")
+    bad = ("error", "time-format", "$.teams.vision.limits.max_time")
     assert (bad not in findings(text)) is ok
 
 

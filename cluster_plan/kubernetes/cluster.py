@@ -1,0 +1,337 @@
+"""The Kubernetes view of an expanded plan: which hosts are nodes, on which network, at which
+version, behind which endpoint; and every reason the plan cannot become a cluster.
+
+Pure: reads the expanded plan (docs/expanded-data.md) and nothing else; the settings a plan
+leaves out are filled there (cluster_plan.defaults), so none is chosen here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import netaddr
+
+from cluster_plan.findings import Finding, PlanError
+from cluster_plan.kubernetes import names
+from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, release
+from cluster_plan.networks import network_space
+
+# The expanded plan (cluster_plan.contract.ExpandedPlan), read as plain data.
+Expanded = Mapping[str, Any]
+Host = dict[str, Any]
+
+API_PORT = 6443
+_K8S = ("scheduler", "kubernetes")
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    name: str
+    pool: str
+    needs: str
+    priority: int
+    description: str
+    nodes: tuple[str, ...]  # the Kubernetes nodes of its pool, in host order
+
+    @property
+    def priority_class(self) -> str:
+        return f"workload-{names.object_name(self.name)}"
+
+
+@dataclass(frozen=True)
+class KubernetesPlan:
+    expanded: Expanded
+    release: Release
+    node_network: str
+    pod_cidr: str
+    service_cidr: str
+    encapsulation: str
+    control_planes: tuple[str, ...]
+    nodes: tuple[str, ...]  # every Kubernetes node, in host order
+    classes: dict[str, WorkloadClass]  # the classes whose pool has nodes, in plan order
+    default_class: str | None
+    api_vip: str | None
+    gpu_sharing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cluster_name(self) -> str:
+        return str(self.expanded["cluster"]["name"])
+
+    def host(self, name: str) -> Host:
+        """A host of the expanded plan (shared: read it, do not change it)."""
+        host: Host = self.expanded["hosts"][name]
+        return host
+
+    @cached_property
+    def accelerator_pools(self) -> frozenset[str]:
+        """Pools with at least one accelerator node: all of their nodes are tainted."""
+        return frozenset(
+            str(self.host(n)["pool"])
+            for n in self.nodes
+            if self.host(n).get("pool") and self.host(n).get("accelerators")
+        )
+
+    @cached_property
+    def classes_of(self) -> dict[str, tuple[str, ...]]:
+        """Node -> the workload classes it serves, in plan order."""
+        served: dict[str, list[str]] = {}
+        for wclass in self.classes.values():
+            for node in wclass.nodes:
+                served.setdefault(node, []).append(wclass.name)
+        return {node: tuple(names) for node, names in served.items()}
+
+    def node_ip(self, name: str) -> str:
+        return str(self.expanded["hosts"][name]["interfaces"][self.node_network]["address"])
+
+    @property
+    def first_control_plane(self) -> str:
+        return self.control_planes[0]
+
+    @property
+    def endpoint(self) -> str:
+        """Where kubelets and clients reach the API: the plan's VIP, or the one control plane."""
+        return f"{self.api_vip or self.node_ip(self.first_control_plane)}:{API_PORT}"
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return tuple(n for n in self.nodes if "k8s_worker" in self.host(n)["roles"])
+
+
+def settings(expanded: Expanded) -> dict[str, Any]:
+    return dict((expanded.get("scheduler") or {}).get("kubernetes") or {})
+
+
+def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
+    """The plan's Kubernetes view; PlanError lists every reason it cannot be one."""
+    findings: list[Finding] = []
+    scheduler = expanded.get("scheduler") or {}
+    if scheduler.get("type") != "kubernetes":
+        raise PlanError(
+            [
+                Finding(
+                    "not-kubernetes",
+                    f"the plan's scheduler is {scheduler.get('type')!r}, not kubernetes",
+                    ("scheduler", "type"),
+                )
+            ]
+        )
+    k8s = settings(expanded)
+    the_release = _release(k8s, findings)
+    if k8s["container_runtime"] != "containerd":
+        findings.append(
+            Finding(
+                "unsupported-runtime",
+                f"container runtime {k8s['container_runtime']} is not supported; use containerd",
+                (*_K8S, "container_runtime"),
+            )
+        )
+    hosts = expanded["hosts"]
+    nodes = tuple(
+        h for h, s in hosts.items() if {"k8s_control_plane", "k8s_worker"} & set(s["roles"])
+    )
+    control_planes = tuple(h for h in nodes if "k8s_control_plane" in hosts[h]["roles"])
+    if not control_planes:
+        findings.append(
+            Finding("control-plane-count", "no node has the role k8s_control_plane", _K8S)
+        )
+    network = str(k8s["node_network"])
+    findings += _node_network(expanded, network, nodes)
+    vip = k8s["api_vip"]
+    findings += _api_vip(expanded, vip, control_planes)
+    classes = _classes(expanded, nodes)
+    findings += _names(expanded, classes)
+    if findings or the_release is None:
+        raise PlanError(findings)
+    return KubernetesPlan(
+        expanded=expanded,
+        release=the_release,
+        node_network=network,
+        pod_cidr=str(k8s["pod_cidr"]),  # checked against every plan network by validate
+        service_cidr=str(k8s["service_cidr"]),
+        encapsulation=str(k8s["encapsulation"]),
+        control_planes=control_planes,
+        nodes=nodes,
+        classes=classes,
+        default_class=_default_class(expanded, classes),
+        api_vip=str(vip) if vip else None,
+        gpu_sharing=dict(k8s["gpu_sharing"]),
+    )
+
+
+def _release(k8s: dict[str, Any], findings: list[Finding]) -> Release | None:
+    if "version" not in k8s:
+        findings.append(
+            Finding(
+                "missing-key",
+                "a Kubernetes plan names its version",
+                _K8S,
+                hint='e.g. version: "1.36"',
+            )
+        )
+        return None
+    try:
+        return release(str(k8s["version"]))
+    except UnsupportedVersion as exc:
+        findings.append(Finding("unsupported-version", str(exc), (*_K8S, "version")))
+        return None
+
+
+def _node_network(expanded: Expanded, network: str, nodes: tuple[str, ...]) -> list[Finding]:
+    path = (*_K8S, "node_network")
+    if network not in expanded["networks"]:
+        return [
+            Finding(
+                "unknown-network",
+                f"node network {network} is not a plan network ({', '.join(expanded['networks'])})",
+                path,
+            )
+        ]
+    off = [h for h in nodes if network not in expanded["hosts"][h]["interfaces"]]
+    if off:
+        return [
+            Finding(
+                "node-off-network",
+                f"Kubernetes nodes {', '.join(off)} have no address on node network {network}",
+                path,
+            )
+        ]
+    return []
+
+
+def _api_vip(expanded: Expanded, vip: Any, control_planes: tuple[str, ...]) -> list[Finding]:
+    path = (*_K8S, "api_vip")
+    if not vip:
+        if len(control_planes) > 1:
+            return [
+                Finding(
+                    "missing-key",
+                    f"{len(control_planes)} control-plane nodes need one API address "
+                    "(scheduler.kubernetes.api_vip) that moves between them",
+                    _K8S,
+                    hint="pick a reserved address of a network every control plane is on",
+                )
+            ]
+        return []
+    try:
+        address = netaddr.IPAddress(str(vip))
+    except (netaddr.AddrFormatError, ValueError):
+        return [Finding("network-address", f"api_vip {vip} is not an IP address", path)]
+    taken = {
+        iface["address"]: host
+        for host, spec in expanded["hosts"].items()
+        for iface in spec["interfaces"].values()
+    }
+    if str(address) in taken:
+        return [Finding("address-in-use", f"api_vip {vip} is {taken[str(address)]}'s", path)]
+    for name, spec in expanded["networks"].items():
+        if address not in netaddr.IPNetwork(spec["cidr"]):
+            continue
+        services = {spec.get("gateway"), *spec.get("dns", []), *spec.get("ntp", [])}
+        if str(address) in services:
+            return [Finding("address-in-use", f"api_vip {vip} is a service address", path)]
+        if int(address) not in network_space(name, spec).reserved:
+            return [
+                Finding(
+                    "address-not-reserved",
+                    f"api_vip {vip} is inside network {name} but not reserved: the allocator "
+                    "may give that address to a host",
+                    path,
+                    hint=f"add {vip} to networks.{name}.reserved",
+                )
+            ]
+        off = [h for h in control_planes if name not in expanded["hosts"][h]["interfaces"]]
+        if off:
+            return [
+                Finding(
+                    "node-off-network",
+                    f"api_vip {vip} is on {name}, where control planes {', '.join(off)} "
+                    "have no interface",
+                    path,
+                )
+            ]
+        return []
+    return [Finding("network-address", f"api_vip {vip} is in no plan network", path)]
+
+
+def _classes(expanded: Expanded, nodes: tuple[str, ...]) -> dict[str, WorkloadClass]:
+    hosts = expanded["hosts"]
+    served = {}
+    for name, spec in ((expanded.get("scheduler") or {}).get("workload_classes") or {}).items():
+        members = tuple(
+            h for h in nodes if hosts[h].get("pool") == spec["pool"] and _schedulable(hosts[h])
+        )
+        if members:
+            served[str(name)] = WorkloadClass(
+                name=str(name),
+                pool=str(spec["pool"]),
+                needs=str(spec.get("needs", "any")),
+                priority=int(spec.get("priority", 0)),
+                description=str(spec.get("description", "")),
+                nodes=members,
+            )
+    return served
+
+
+def _schedulable(host: Host) -> bool:
+    """Work runs on workers; a control plane that is not also a worker keeps its taint."""
+    return "k8s_worker" in host["roles"]
+
+
+def _default_class(expanded: Expanded, classes: dict[str, WorkloadClass]) -> str | None:
+    """As Slurm's default partition: the class marked default, else the first that needs only
+    CPUs, else the first."""
+    spec = (expanded.get("scheduler") or {}).get("workload_classes") or {}
+    for name in classes:
+        if spec[name].get("default"):
+            return name
+    for name, wclass in classes.items():
+        if wclass.needs == "cpu":
+            return name
+    return next(iter(classes), None)
+
+
+def _names(expanded: Expanded, classes: dict[str, WorkloadClass]) -> list[Finding]:
+    """Plan names become label names and object names; both are stricter than plan names."""
+    findings = []
+    scheduler = expanded.get("scheduler") or {}
+    for kind, section in (
+        ("workload class", "workload_classes"),
+        ("dataset", "datasets"),
+        ("reservation", "reservations"),
+    ):
+        for name in scheduler.get(section) or {}:
+            if not names.is_label_name(str(name)):
+                findings.append(
+                    Finding(
+                        "kubernetes-name",
+                        f"{kind} {name} cannot be a Kubernetes label name (letters, digits, "
+                        "'-', '_', '.'; a letter or digit at both ends)",
+                        ("scheduler", section, name),
+                    )
+                )
+    seen: dict[str, str] = {}
+    for name, wclass in classes.items():
+        other = seen.setdefault(wclass.priority_class, name)
+        if other != name:
+            findings.append(
+                Finding(
+                    "kubernetes-name",
+                    f"workload classes {other} and {name} both become PriorityClass "
+                    f"{wclass.priority_class}",
+                    ("scheduler", "workload_classes", name),
+                )
+            )
+    pools = {h.get("pool") for h in expanded["hosts"].values() if h.get("pool")}
+    findings += [
+        Finding(
+            "kubernetes-name",
+            f"pool {pool} cannot be a Kubernetes label value",
+            ("node_groups",),
+        )
+        for pool in sorted(pools)
+        if not names.is_label_name(str(pool))
+    ]
+    return findings

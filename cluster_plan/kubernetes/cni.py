@@ -1,0 +1,96 @@
+"""The pod network: Calico from its release manifest, with the plan's MTU and pod CIDR.
+
+Pod traffic between nodes is wrapped (IP-in-IP by default), so the pod interfaces must be
+smaller than the node network by the wrapper, or full-size packets are dropped once they are
+wrapped: the classic silent loss of a wrong MTU. The overheads are Calico's (IPv4 outer
+headers): IP-in-IP 20 bytes, VXLAN 50, none 0.
+
+`customize_calico` edits the parsed release manifest (the role downloads it and checks its
+sha256 first): the `calico-config` ConfigMap's `veth_mtu` (which Calico also uses for its
+tunnel devices) and the `calico-node` container's pool and encapsulation settings.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from cluster_plan.kubernetes.cluster import KubernetesPlan
+
+OVERHEAD = {"ipip": 20, "vxlan": 50, "none": 0}
+MIN_MTU = 1280  # IPv6's minimum link MTU; anything below breaks pods that use IPv6
+
+
+class CalicoManifestError(ValueError):
+    """The manifest lacks what the plan's settings go into (a changed release?)."""
+
+
+def pod_mtu(network_mtu: int, encapsulation: str) -> int:
+    """The MTU of pod interfaces and Calico's tunnel devices on a network of `network_mtu`."""
+    if encapsulation not in OVERHEAD:
+        raise ValueError(f"unknown encapsulation {encapsulation!r} ({', '.join(OVERHEAD)})")
+    mtu = int(network_mtu) - OVERHEAD[encapsulation]
+    if mtu < MIN_MTU:
+        raise ValueError(
+            f"a {network_mtu}-byte network leaves {mtu} bytes for pods under {encapsulation}; "
+            f"at least {MIN_MTU} are needed"
+        )
+    return mtu
+
+
+def network_settings(plan: KubernetesPlan) -> dict[str, Any]:
+    """What the role puts into Calico's manifest, from the plan."""
+    # Every node's interface on the node network, not the network's nominal MTU: the
+    # smallest one is what a wrapped packet must fit through.
+    mtu = min(int(plan.host(n)["interfaces"][plan.node_network]["mtu"]) for n in plan.nodes)
+    return {
+        "plugin": "calico",
+        "encapsulation": plan.encapsulation,
+        "node_network": plan.node_network,
+        "node_network_mtu": mtu,
+        "pod_mtu": pod_mtu(mtu, plan.encapsulation),
+        "pod_cidr": plan.pod_cidr,
+    }
+
+
+def _find(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for doc in documents:
+        if doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
+            return doc
+    raise CalicoManifestError(f"the Calico manifest has no {kind} {name}")
+
+
+def _set_env(env: list[dict[str, Any]], name: str, value: str) -> None:
+    for var in env:
+        if var.get("name") == name:
+            var.clear()
+            var.update({"name": name, "value": value})
+            return
+    env.append({"name": name, "value": value})
+
+
+def customize_calico(
+    documents: list[dict[str, Any]], settings: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The release manifest's documents with the plan's settings in (a new list)."""
+    docs = [copy.deepcopy(d) for d in documents if d]
+    encapsulation = settings["encapsulation"]
+    config = _find(docs, "ConfigMap", "calico-config")
+    config.setdefault("data", {})["veth_mtu"] = str(settings["pod_mtu"])
+    if encapsulation == "vxlan":
+        config["data"]["calico_backend"] = "vxlan"  # no BGP: bird stays off
+    node = _find(docs, "DaemonSet", "calico-node")
+    containers = node["spec"]["template"]["spec"]["containers"]
+    main = next((c for c in containers if c.get("name") == "calico-node"), None)
+    if main is None:
+        raise CalicoManifestError("the calico-node DaemonSet has no calico-node container")
+    env = main.setdefault("env", [])
+    _set_env(env, "CALICO_IPV4POOL_CIDR", str(settings["pod_cidr"]))
+    _set_env(env, "CALICO_IPV4POOL_IPIP", "Always" if encapsulation == "ipip" else "Never")
+    _set_env(env, "CALICO_IPV4POOL_VXLAN", "Always" if encapsulation == "vxlan" else "Never")
+    if encapsulation == "vxlan":
+        for probe in ("livenessProbe", "readinessProbe"):
+            command = ((main.get(probe) or {}).get("exec") or {}).get("command")
+            if command:
+                command[:] = [a for a in command if a not in ("-bird-live", "-bird-ready")]
+    return docs

@@ -1,0 +1,64 @@
+"""The plans the Kubernetes tests render: every Kubernetes plan under inventory/, and the
+lab plan with its scheduler switched to Kubernetes (Slurm roles become Kubernetes roles)."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster_plan.api import load_expanded
+from cluster_plan.kubernetes import Rendering, render
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
+PLANS = {
+    "k8s-inference": ROOT / "inventory" / "examples" / "k8s-inference.yml",
+    "lab-k8s": ROOT / "inventory" / "lab" / "k8s.yml",
+    "lab-as-kubernetes": LAB_PLAN,
+}
+_ROLES = {"slurm_controller": "k8s_control_plane", "slurm_compute": "k8s_worker"}
+_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
+    """A Slurm plan with Kubernetes as its scheduler: same nodes, pools and policy."""
+    plan = copy.deepcopy(plan)
+    scheduler = plan["scheduler"]
+    scheduler.pop("slurm", None)
+    scheduler["type"] = "kubernetes"
+    scheduler["kubernetes"] = {"version": "1.36", "node_network": "compute"}
+    for group in plan["node_groups"].values():
+        group["roles"] = [_ROLES[r] for r in group.get("roles", []) if r in _ROLES] + [
+            r for r in group.get("roles", []) if not r.startswith("slurm")
+        ]
+    return plan
+
+
+def expanded_plan(name: str) -> dict[str, Any]:
+    """The expanded plan (a copy) of one of PLANS."""
+    if name not in _CACHE:
+        if name == "lab-as-kubernetes":
+            with tempfile.TemporaryDirectory() as tmp:
+                plan = as_kubernetes(yaml.safe_load(LAB_PLAN.read_text()))
+                path = Path(tmp) / "cluster.yml"
+                path.write_text(yaml.safe_dump(plan, sort_keys=False))
+                shutil.copy(LAB_PLAN.with_name("cluster.lock.json"), Path(tmp))
+                _CACHE[name] = load_expanded(path)
+        else:
+            _CACHE[name] = load_expanded(PLANS[name])
+    return copy.deepcopy(_CACHE[name])
+
+
+_RENDERED: dict[str, Rendering] = {}
+
+
+def rendered(name: str) -> Rendering:
+    """One of PLANS, rendered once (shared: do not change it)."""
+    if name not in _RENDERED:
+        _RENDERED[name] = render(expanded_plan(name))
+    return _RENDERED[name]
