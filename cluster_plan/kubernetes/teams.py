@@ -1,6 +1,6 @@
 """The plan's teams in Kubernetes: what each team may use, as API objects.
 
-Per team (a Kubernetes plan's `teams`):
+Per team (the plan's `teams`):
 - a Namespace named after the team, labelled with it (and with its parent team);
 - a RoleBinding of the team's users to the built-in ClusterRole `edit` in that namespace (they
   run workloads there; its quotas and RBAC stay the cluster admins');
@@ -9,55 +9,39 @@ Per team (a Kubernetes plan's `teams`):
   for more devices than its team may hold; a child team's quota is the smallest of its own and
   its ancestors' limits (Kubernetes quotas are per namespace: a parent's limit over all its
   children together is not enforced);
-- a ResourceQuota of zero pods in the PriorityClasses of the workload classes the team may not
-  use (the classes' PriorityClasses are `workload-<class>`, as the Kubernetes renderer names
-  them);
+- for a team that may not use every workload class: a ValidatingAdmissionPolicy, bound to its
+  namespace, refusing pods whose class (`cluster-plan.io/workload-class`, which the routing
+  policy has set by then) is not one of the team's, with a message naming the rule; and a
+  ResourceQuota of zero pods in those classes' PriorityClasses (a pod that names another
+  class's PriorityClass itself is counted there too);
 - with `limits.max_time`: a ValidatingAdmissionPolicy, bound to the team's namespace, that
   refuses a Job without `activeDeadlineSeconds` or with a longer one.
 
 Fair share and GPU-hour budgets have no Kubernetes counterpart in the default scheduler: they
-are Slurm-only (docs/scheduling.md). Pure: data in, objects out.
+are Slurm-only (docs/scheduling.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
+from cluster_plan.kubernetes import cel, names
+from cluster_plan.kubernetes.cluster import KubernetesPlan
+from cluster_plan.kubernetes.nodes import node_capacity
 
-from cluster_plan.contract import ExpandedPlan, Team
-
-DOMAIN = "cluster-plan.io"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "cluster-plan"}
-TEAM_LABEL = f"{DOMAIN}/team"
-PARENT_LABEL = f"{DOMAIN}/parent-team"
-NVIDIA_GPU = "nvidia.com/gpu"
+TEAM_LABEL = f"{names.DOMAIN}/team"
+PARENT_LABEL = f"{names.DOMAIN}/parent-team"
 MEMBER_ROLE = "edit"
 RBAC = "rbac.authorization.k8s.io"
-ADMISSION = "admissionregistration.k8s.io/v1"  # ValidatingAdmissionPolicy: GA in 1.30
-WORKER_ROLES = frozenset({"k8s_worker", "k8s_control_plane"})
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 
 Document = dict[str, Any]
-
-
-def object_name(name: str) -> str:
-    """A plan name as a Kubernetes object name (DNS-1123: no `_`)."""
-    return name.lower().replace("_", "-")
-
-
-def priority_class(workload_class: str) -> str:
-    """The PriorityClass of a workload class, as cluster_plan/kubernetes names it."""
-    return f"workload-{object_name(workload_class)}"
-
-
-def extended_resource(gres_type: str) -> str:
-    """The resource a generic accelerator is counted in: `cluster-plan.io/tpu`."""
-    return f"{DOMAIN}/{gres_type}"
+Team = dict[str, Any]
 
 
 def max_seconds(slurm_time: str) -> int | None:
     """A Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds; None for
-    UNLIMITED."""
+    UNLIMITED. validate has checked the format (checks.workload.SLURM_TIME)."""
     text = slurm_time.strip().upper()
     if text in ("UNLIMITED", "INFINITE", "-1"):
         return None
@@ -73,18 +57,9 @@ def max_seconds(slurm_time: str) -> int | None:
     return parts[0] * 60  # minutes
 
 
-def _devices(expanded: ExpandedPlan) -> tuple[bool, list[str]]:
-    """(whether a Kubernetes node has NVIDIA GPUs, the gres types of other accelerators)."""
-    gpus, others = False, set()
-    for host in expanded["hosts"].values():
-        accel = host["accelerators"]
-        if not accel or not accel["count"] or not WORKER_ROLES.intersection(host["roles"]):
-            continue
-        if accel["kind"] == "gpu":
-            gpus = True
-        else:
-            others.add(accel["gres_type"])
-    return gpus, sorted(others)
+def _resources(plan: KubernetesPlan) -> set[str]:
+    """The device resources the cluster's nodes offer."""
+    return {r for node in plan.nodes for r in node_capacity(plan.host(node))}
 
 
 def _ancestors(teams: dict[str, Team], name: str) -> list[str]:
@@ -97,18 +72,19 @@ def _ancestors(teams: dict[str, Team], name: str) -> list[str]:
     return chain
 
 
-def _device_limits(expanded: ExpandedPlan, name: str) -> dict[str, int]:
+def _device_limits(plan: KubernetesPlan, name: str) -> dict[str, int]:
     """Resource -> the most the team's namespace may request at once."""
-    teams = expanded["teams"]
-    gpus, others = _devices(expanded)
+    teams = plan.expanded["teams"]
+    resources = _resources(plan)
     limits: dict[str, int] = {}
     for team in [name, *_ancestors(teams, name)]:
         own = teams[team]["limits"]
         wanted = {}
-        if gpus and own["gpus"] is not None:
-            wanted[NVIDIA_GPU] = int(own["gpus"])
+        if names.NVIDIA_GPU in resources and own["gpus"] is not None:
+            wanted[names.NVIDIA_GPU] = int(own["gpus"])
         if own["accelerators"] is not None:
-            wanted.update({extended_resource(t): int(own["accelerators"]) for t in others})
+            others = sorted(resources - {names.NVIDIA_GPU})
+            wanted.update(dict.fromkeys(others, int(own["accelerators"])))
         for resource, count in wanted.items():
             limits[resource] = min(count, limits.get(resource, count))
     return dict(sorted(limits.items()))
@@ -118,16 +94,16 @@ def _meta(name: str, team: str, namespace: str | None = None) -> Document:
     meta: Document = {"name": name}
     if namespace:
         meta["namespace"] = namespace
-    meta["labels"] = {**MANAGED_BY, TEAM_LABEL: team}
+    meta["labels"] = {**names.MANAGED_BY, TEAM_LABEL: team}
     return meta
 
 
 def _namespace(name: str, team: Team) -> Document:
-    meta = _meta(object_name(name), name)
+    meta = _meta(names.object_name(name), name)
     if team["parent"]:
         meta["labels"][PARENT_LABEL] = team["parent"]
     if team["description"]:
-        meta["annotations"] = {f"{DOMAIN}/description": team["description"]}
+        meta["annotations"] = {f"{names.DOMAIN}/description": team["description"]}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
@@ -138,7 +114,7 @@ def _members(name: str, team: Team) -> list[Document]:
         {
             "apiVersion": f"{RBAC}/v1",
             "kind": "RoleBinding",
-            "metadata": _meta("team-members", name, object_name(name)),
+            "metadata": _meta("team-members", name, names.object_name(name)),
             "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": MEMBER_ROLE},
             "subjects": [
                 {"apiGroup": RBAC, "kind": "User", "name": user["name"]} for user in team["users"]
@@ -147,11 +123,11 @@ def _members(name: str, team: Team) -> list[Document]:
     ]
 
 
-def _device_objects(expanded: ExpandedPlan, name: str) -> list[Document]:
-    limits = _device_limits(expanded, name)
+def _device_objects(plan: KubernetesPlan, name: str) -> list[Document]:
+    limits = _device_limits(plan, name)
     if not limits:
         return []
-    namespace = object_name(name)
+    namespace = names.object_name(name)
     return [
         {
             "apiVersion": "v1",
@@ -170,10 +146,11 @@ def _device_objects(expanded: ExpandedPlan, name: str) -> list[Document]:
     ]
 
 
-def _class_quota(expanded: ExpandedPlan, name: str, team: Team) -> list[Document]:
-    scheduler = expanded["scheduler"]
-    classes = list(scheduler["workload_classes"]) if scheduler else []
-    denied = [priority_class(c) for c in classes if c not in team["classes"]]
+def _class_quota(plan: KubernetesPlan, name: str, team: Team) -> list[Document]:
+    """Zero pods in the PriorityClasses of the classes the cluster serves that the team may
+    not use (a class without nodes has no PriorityClass: the routing policy refuses it)."""
+    allowed = set(team["classes"])
+    denied = [c.priority_class for c in plan.classes.values() if c.name not in allowed]
     if not denied:
         return []
     selector = {"scopeName": "PriorityClass", "operator": "In", "values": denied}
@@ -181,14 +158,67 @@ def _class_quota(expanded: ExpandedPlan, name: str, team: Team) -> list[Document
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
-            "metadata": _meta("team-classes", name, object_name(name)),
+            "metadata": _meta("team-classes", name, names.object_name(name)),
             "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [selector]}},
         }
     ]
 
 
-def _max_time(teams: dict[str, Team], name: str) -> list[Document]:
+def _policy(plan: KubernetesPlan, name: str, policy: str, spec: Document) -> list[Document]:
+    """A ValidatingAdmissionPolicy on the team's namespace and its binding."""
+    namespace = {"matchLabels": {NAMESPACE_NAME: names.object_name(name)}}
+    api = plan.release.validating_policy_api
+    return [
+        {
+            "apiVersion": api,
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": _meta(policy, name),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {**spec["matchConstraints"], "namespaceSelector": namespace},
+                "validations": spec["validations"],
+            },
+        },
+        {
+            "apiVersion": api,
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta(policy, name),
+            "spec": {"policyName": policy, "validationActions": ["Deny"]},
+        },
+    ]
+
+
+def _class_policy(plan: KubernetesPlan, name: str, team: Team) -> list[Document]:
+    """Pods of the team's namespace only in the classes it may use, as job_submit.lua."""
+    allowed = [c for c in plan.classes if c in team["classes"]]
+    if len(allowed) == len(plan.classes):
+        return []
+    declared = cel.label(names.CLASS_LABEL)
+    expression = f"!{cel.has_label(names.CLASS_LABEL)} || {declared} in {cel.string_list(allowed)}"
+    rule = f" (teams.{name}.classes: {', '.join(team['classes'])})"
+    message = f"{cel.string(f'team {name!r} may not use workload class ')} + {declared}"
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+              "resources": ["pods"]}]  # fmt: skip
+    return _policy(
+        plan,
+        name,
+        f"cluster-plan-team-{names.object_name(name)}-classes",
+        {
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [
+                {
+                    "expression": expression,
+                    "messageExpression": f"{message} + {cel.string(rule)}",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    )
+
+
+def _max_time(plan: KubernetesPlan, name: str) -> list[Document]:
     """The shortest max_time of the team and its ancestors (as Slurm's inherited MaxWall)."""
+    teams = plan.expanded["teams"]
     written = [
         (seconds, team, text)
         for team in [name, *_ancestors(teams, name)]
@@ -197,7 +227,6 @@ def _max_time(teams: dict[str, Team], name: str) -> list[Document]:
     if not written:
         return []
     seconds, source, text = min(written)
-    policy = f"cluster-plan-team-{object_name(name)}-max-time"
     expression = (
         f"has(object.spec.activeDeadlineSeconds) && object.spec.activeDeadlineSeconds <= {seconds}"
     )
@@ -207,62 +236,34 @@ def _max_time(teams: dict[str, Team], name: str) -> list[Document]:
     )
     rules = [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
               "resources": ["jobs"]}]  # fmt: skip
-    return [
+    return _policy(
+        plan,
+        name,
+        f"cluster-plan-team-{names.object_name(name)}-max-time",
         {
-            "apiVersion": ADMISSION,
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": _meta(policy, name),
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": rules},
-                "validations": [{"expression": expression, "message": message}],
-            },
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": expression, "message": message}],
         },
-        {
-            "apiVersion": ADMISSION,
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(policy, name),
-            "spec": {
-                "policyName": policy,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {TEAM_LABEL: name}}},
-            },
-        },
-    ]
+    )
 
 
-def team_objects(expanded: ExpandedPlan) -> list[Document]:
-    """Every team object of a Kubernetes plan, namespaces first (in plan order), then each
-    team's namespaced objects, then the cluster-wide admission policies; none for other plans."""
-    scheduler = expanded["scheduler"]
-    if not scheduler or scheduler["type"] != "kubernetes":
-        return []
-    teams = expanded["teams"]
+def team_objects(plan: KubernetesPlan) -> list[Document]:
+    """Every team object: namespaces first (in plan order), then each team's namespaced
+    objects, then the admission policies of team classes and time limits."""
+    teams: dict[str, Team] = plan.expanded.get("teams") or {}
     namespaces = [_namespace(name, team) for name, team in teams.items()]
     namespaced = [
         obj
         for name, team in teams.items()
         for obj in (
             *_members(name, team),
-            *_device_objects(expanded, name),
-            *_class_quota(expanded, name, team),
+            *_device_objects(plan, name),
+            *_class_quota(plan, name, team),
         )
     ]
-    policies = [obj for name in teams for obj in _max_time(teams, name)]
+    policies = [
+        obj
+        for name, team in teams.items()
+        for obj in (*_class_policy(plan, name, team), *_max_time(plan, name))
+    ]
     return [*namespaces, *namespaced, *policies]
-
-
-class _Dumper(yaml.SafeDumper):
-    """Plain YAML for people: no anchors, lists indented under their key."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
-
-
-def dump_documents(documents: list[Document]) -> str:
-    return yaml.dump_all(
-        documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100
-    )
