@@ -131,6 +131,7 @@ class WorkloadClass(TypedDict):
 class Dataset(TypedDict):
     racks: list[str]
     description: str
+    pool: str | None  # the Ceph pool holding it
     path: typing.NotRequired[str]
     size_gb: typing.NotRequired[float]
 
@@ -204,9 +205,15 @@ class GpuAcceptance(TypedDict):
     fail_on_xids: list[int]
 
 
+class StorageAcceptance(TypedDict):
+    bench_seconds: int
+    pool: typing.NotRequired[str]  # plans with Ceph pools: the first rbd pool unless set
+
+
 class Acceptance(TypedDict):
     network: NetworkAcceptance | None
     gpu: GpuAcceptance
+    storage: StorageAcceptance
 
 
 class Lab(TypedDict):

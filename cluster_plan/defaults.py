@@ -81,6 +81,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "scheduler.workload_classes.*.description": "",
     "scheduler.datasets": {},
     "scheduler.datasets.*.description": "",
+    "scheduler.datasets.*.pool": None,
     "scheduler.reservations": {},
     "scheduler.reservations.*.node_groups": [],
     "scheduler.reservations.*.nodes": [],
@@ -104,10 +105,25 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "storage.local.scratch": "/scratch",
     "storage.nfs": None,
     "storage.nfs.exports": [],
+    "storage.nfs.exports.[].backend": "vfs",
     "storage.ceph": None,
+    "storage.ceph.release": "pacific",
     "storage.ceph.failure_domain": "host",
+    "storage.ceph.memory": {},
+    "storage.ceph.memory.osd_memory_target_mib": 4096,
+    "storage.ceph.memory.mon_memory_target_mib": 2048,
+    "storage.ceph.memory.mds_cache_mib": 4096,
     "storage.ceph.pools": [],
+    "storage.ceph.pools.[].pg_num": 32,
+    "storage.ceph.pools.[].autoscale": "on",
     "storage.ceph.pools.[].application": "rbd",
+    "storage.ceph.cephfs": None,
+    "storage.ceph.cephfs.name": "cephfs",
+    "storage.ceph.cephfs.mount": "/mnt/cephfs",
+    "storage.ceph.cephfs.clients": ["slurm_compute", "login", "k8s_worker"],
+    "storage.ceph.cephfs.client": "kernel",
+    "storage.ceph.zap": [],
+    "storage.ceph.config": {},
     "backups": None,
     "backups.retention": {},
     "backups.retention.daily": 7,
@@ -142,6 +158,9 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # NVML's memory total varies a little between VBIOS releases
     "acceptance.gpu.memory_tolerance_pct": 1.0,
     "acceptance.gpu.fail_on_xids": FATAL_XIDS,
+    # storage acceptance runs in plans with Ceph; its pool is derived below
+    "acceptance.storage": {},
+    "acceptance.storage.bench_seconds": 10,
     "lab": None,
     "lab.rate_scale": 0.01,
 }
@@ -201,12 +220,28 @@ def _set_derived(plan: dict[str, Any]) -> None:
         # one network unless the plan says; a derived value never repeats a plan's mistake
         if ceph.get("cluster_network") is None and ceph["public_network"] in networks:
             ceph["cluster_network"] = ceph["public_network"]
+    if isinstance(ceph, dict):
+        _ceph_derived(plan, ceph)
     node_groups = plan.get("node_groups")
     if isinstance(node_groups, dict):
         all_networks = list(networks)
         for group in node_groups.values():
             if isinstance(group, dict) and "networks" not in group:
                 group["networks"] = list(all_networks)
+
+
+def _ceph_derived(plan: dict[str, Any], ceph: dict[str, Any]) -> None:
+    """Ceph's min_size (Ceph's own default: a majority of the replicas) and the pool that
+    storage acceptance benchmarks (the first rbd pool, else the first pool)."""
+    pools = [p for p in ceph.get("pools") or [] if isinstance(p, dict)]
+    for pool in pools:
+        if pool.get("min_size") is None and isinstance(pool.get("size"), int):
+            pool["min_size"] = pool["size"] - pool["size"] // 2
+    acceptance = plan.get("acceptance")
+    storage = acceptance.get("storage") if isinstance(acceptance, dict) else None
+    if isinstance(storage, dict) and storage.get("pool") is None and pools:
+        rbd = [p.get("name") for p in pools if p.get("application") == "rbd"]
+        storage["pool"] = (rbd or [pools[0].get("name")])[0]
 
 
 def _set_nvswitch(plan: dict[str, Any]) -> None:

@@ -83,6 +83,16 @@ def _summary(report: dict[str, Any]) -> str:
         where = f["node"] or " <-> ".join(f["pairs"][0])
         cause = f" (explained by {f['explained_by']})" if f["explained_by"] else ""
         lines.append(f"  {f['severity']:7} {f['kind']:17} {where:20} {f['message']}{cause}")
+    storage = report.get("storage")
+    if storage:
+        write, read = storage["bench"]["write"], storage["bench"]["read"]
+        lines.append(
+            f"  storage {'passed' if storage['passed'] else 'FAILED'}: {storage['health']}, "
+            f"{storage['osds']['up']}/{storage['osds']['planned']} OSDs up, "
+            f"{storage['pgs']['active_clean']}/{storage['pgs']['total']} PGs active+clean, "
+            f"rados bench write {write['mb_s']} MB/s, read {read['mb_s']} MB/s"
+        )
+        lines += [f"  fault   storage           {p}" for p in storage["problems"]]
     return "\n".join(lines)
 
 

@@ -126,6 +126,39 @@ def _raw_outputs(report: Mapping[str, Any]) -> str:
     return "".join(parts) or "<p>None.</p>"
 
 
+def _storage(storage: Mapping[str, Any]) -> list[str]:
+    """The storage section: verdict, health, OSDs, PGs and the rados bench figures."""
+    verdict = (
+        '<span class="pass">PASSED</span>'
+        if storage["passed"]
+        else ('<span class="fail">FAILED</span>')
+    )
+    osds, pgs, bench = storage["osds"], storage["pgs"], storage["bench"]
+
+    def figure(run: Mapping[str, Any]) -> str:
+        if run["mb_s"] is None:
+            return f"failed: {run['error']}"
+        return f"{run['mb_s']:g} MB/s, {run['iops']:g} IOPS, {run['latency_s']:g} s mean latency"
+
+    checks = ", ".join(storage["health_checks"])
+    rows = [
+        ("health", storage["health"] + (f" ({checks})" if checks else "")),
+        ("OSDs up / in / total (planned)",
+         f"{osds['up']} / {osds['in']} / {osds['total']} ({osds['planned']})"),
+        ("placement groups active+clean", f"{pgs['active_clean']} of {pgs['total']}"),
+        (f"rados bench write ({bench['seconds']} s, {bench['threads']} threads, "
+         f"{bench['object_size'] // 2**20} MiB objects, pool {bench['pool']})",
+         figure(bench["write"])),
+        ("rados bench sequential read", figure(bench["read"])),
+    ]  # fmt: skip
+    problems = "".join(f"<li>{escape(p)}</li>" for p in storage["problems"])
+    return [
+        f"<h2>Storage (Ceph, from {escape(storage['host'])}) {verdict}</h2>",
+        _table(["check", "result"], rows),
+        f"<ul>{problems}</ul>" if problems else "",
+    ]
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     c = report["criteria"]
     verdict = (
@@ -188,6 +221,8 @@ def render_html(report: Mapping[str, Any]) -> str:
             "losing more probes than the plan allows)</h3>",
             _heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
         ]
+    if report.get("storage"):
+        body += _storage(report["storage"])
     body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
     timing = report.get("timing") or {}
     if timing:

@@ -76,6 +76,7 @@ def build_report(
     findings: Sequence[Finding],
     timing: Mapping[str, Any],
     omit_s: int,
+    storage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     c = spec.criteria
     medians = {
@@ -109,13 +110,13 @@ def build_report(
         for m in mtu
     ]
     faults = [f for f in findings if f.severity == "fault"]
-    return {
+    report = {
         "$schema": SCHEMA_ID,
         "report": "network-acceptance",
         "version": 1,
         "cluster": spec.cluster,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "passed": not faults,
+        "passed": not faults,  # and the storage section's verdict, below
         "criteria": {
             "min_gbps": c.min_gbps,
             "max_latency_ms": c.max_latency_ms,
@@ -144,6 +145,10 @@ def build_report(
         "nodes_at_fault": nodes_at_fault(findings),
         "timing": dict(timing),
     }
+    if storage is not None:
+        report["storage"] = dict(storage)
+        report["passed"] = report["passed"] and bool(storage["passed"])
+    return report
 
 
 class ReportError(ValueError):

@@ -35,6 +35,7 @@ from cluster_plan.acceptance.iperf import (
 from cluster_plan.acceptance.report import build_report
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import AcceptanceSpec, Node, TestedNetwork
+from cluster_plan.acceptance.storage import run_storage_phase
 from cluster_plan.acceptance.verdicts import (
     BandwidthTest,
     MtuTest,
@@ -45,7 +46,8 @@ from cluster_plan.acceptance.verdicts import (
 )
 
 Progress = Callable[[str], None]
-PHASES = ("latency", "mtu", "bandwidth")
+NETWORK_PHASES = ("latency", "mtu", "bandwidth")
+PHASES = (*NETWORK_PHASES, "storage")  # storage: plans with Ceph only
 
 
 def print_progress(message: str) -> None:
@@ -248,6 +250,19 @@ class AcceptanceRunner:
         self.timing["retests"] = count
         self.timing["retest_s"] = round(time.monotonic() - started, 2)
 
+    # -- storage ---------------------------------------------------------------------------
+    def storage_phase(self) -> dict[str, Any] | None:
+        """Ceph's health, OSDs, PGs and a rados bench, on the first monitor (plans with Ceph)."""
+        spec = self.spec.storage
+        if spec is None or "storage" not in self.options.phases:
+            return None
+        started = time.monotonic()
+        section = run_storage_phase(
+            spec, lambda argv, timeout: self._run(spec.admin, argv, timeout), self.progress
+        )
+        self.timing["storage_s"] = round(time.monotonic() - started, 2)
+        return section
+
     # -- all -------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -263,12 +278,13 @@ class AcceptanceRunner:
                 self.bandwidth_phase(net)
         if self.options.retest:
             self.retest_phase()
+        storage = self.storage_phase()
         self.timing["total_s"] = round(time.monotonic() - started, 2)
         self.timing["test_s"] = self.test_seconds
         findings = judge(self.bandwidth, self.probes, self.mtu, self.spec.criteria)
         report = build_report(
             self.spec, self.bandwidth, self.probes, self.mtu, findings, self.timing,
-            self.options.omit_s,
+            self.options.omit_s, storage,
         )  # fmt: skip
         verdict = "PASSED" if report["passed"] else "FAILED"
         self.progress(f"{self.spec.cluster}: {verdict} in {self.timing['total_s']} s")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cluster_plan.acceptance.fping import probes_for_loss
+from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit
 from cluster_plan.contract import ExpandedPlan, Topology
 
@@ -63,6 +64,7 @@ class AcceptanceSpec:
     networks: tuple[TestedNetwork, ...]
     fabric: Fabric
     criteria: Criteria
+    storage: StorageSpec | None = None  # None: the plan has no Ceph
 
 
 def spec_from_expanded(
@@ -119,6 +121,7 @@ def spec_from_expanded(
         networks=tuple(tested),
         fabric=fabric_from_topology(expanded["topology"]),
         criteria=criteria,
+        storage=storage_spec_from_expanded(expanded),
     )
 
 

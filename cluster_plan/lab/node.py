@@ -24,6 +24,7 @@ BASE_DEVICES = (
     ("random", "c", 1, 8),
     ("urandom", "c", 1, 9),
     ("tty", "c", 5, 0),
+    ("fuse", "c", 10, 229),  # user-space file systems (ceph-fuse); the kernel has FUSE
 )
 
 

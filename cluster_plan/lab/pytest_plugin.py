@@ -1,4 +1,5 @@
-"""pytest fixtures that bring the lab up once per session and always take it down.
+"""pytest fixtures that bring the lab up once per session and always take it down, and
+converge site.yml on it once per session.
 
 Use from any conftest.py:  `pytest_plugins = ["cluster_plan.lab.pytest_plugin"]` (top-level
 conftest only), or import the fixtures: `from cluster_plan.lab.pytest_plugin import lab`.
@@ -6,6 +7,12 @@ conftest only), or import the fixtures: `from cluster_plan.lab.pytest_plugin imp
 The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so a
 developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
 exported so that Ansible run by tests reaches this lab through the inventory plugin.
+
+`converged_lab` runs site.yml twice on the session lab (the converge, then the idempotence
+run, verbose) and hands every test the two runs. Tests marked `lab_changes` change the
+shared lab (faults, growth) and restore it; they run after every other test of the session.
+CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
+is (no session lab, no converge; tests reading the converge output skip): quick iterations.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import pytest
 
 from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
+from cluster_plan.lab.converge import Run, playbook
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef
 
@@ -162,3 +170,77 @@ def lab() -> Iterator[Lab]:
             finally:
                 patch.undo()
                 signal.signal(signal.SIGTERM, previous)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "lab_changes: changes the shared lab and restores it; runs after the others"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that change the shared lab run last, in their own order, after every test that
+    only reads it (a stable sort: the rest keep their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("lab_changes") is not None)
+
+
+@dataclass
+class Converged:
+    """The session lab after site.yml: the plan, and the converge and idempotence runs
+    (None when CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab)."""
+
+    plan: Path
+    expanded: ExpandedPlan
+    first: Run | None
+    second: Run | None
+
+    @property
+    def outputs(self) -> list[str]:
+        return [run.output for run in (self.first, self.second) if run is not None]
+
+    def require_converged(self) -> None:
+        """Fail the calling test when site.yml failed on the session lab."""
+        if self.first is not None and not self.first.ok:
+            pytest.fail("site.yml failed on the lab:\n" + self.first.result.stdout[-6000:])
+
+    def require_runs(self) -> tuple[Run, Run]:
+        """Both runs; skips when no converge ran in this session."""
+        self.require_converged()
+        if self.first is None or self.second is None:
+            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
+        return self.first, self.second
+
+
+_CONVERGED: list[Converged] = []
+PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
+
+
+@pytest.fixture(scope="session")
+def converged_lab(request: pytest.FixtureRequest) -> Converged:
+    """site.yml converged once per session on the session lab, and run a second time."""
+    if _CONVERGED:
+        return _CONVERGED[0]
+    from cluster_plan.api import load_expanded
+
+    expanded = load_expanded(str(LAB_PLAN))
+    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
+        skip_unless_lab_machine()
+        names = for_plan(expanded)
+        if not fabric_up(names):
+            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1 but no lab is up under this id")
+        _CONVERGED.append(Converged(LAB_PLAN, expanded, None, None))
+        return _CONVERGED[0]
+    request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
+    first = playbook(LAB_PLAN, PLAYBOOKS)
+    # The second run is verbose on purpose: secrets must stay hidden even then.
+    second = playbook(LAB_PLAN, PLAYBOOKS, "-v") if first.ok else None
+    print(f"\nsite.yml on the session lab: converge {first.seconds:.0f}s", end="")
+    if second is not None:
+        print(f", idempotence run {second.seconds:.0f}s", end="")
+    _CONVERGED.append(Converged(LAB_PLAN, expanded, first, second))
+    return _CONVERGED[0]
+
+
+def fabric_up(names: LabNames) -> bool:
+    st = state.load(names.state_file)
+    return st is not None and all(ref.alive() for ref in st.nodes.values())

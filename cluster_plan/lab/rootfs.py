@@ -45,6 +45,19 @@ MASKED_UNITS = (
     "systemd-modules-load.service",
     "systemd-remount-fs.service",
     "proc-sys-fs-binfmt_misc.automount",
+    # udev: roles install it for its udevadm (ceph-volume needs it), but its daemon and
+    # triggers would write uevents for the host's own devices through the node's /sys.
+    "systemd-udevd.service",
+    "systemd-udevd-control.socket",
+    "systemd-udevd-kernel.socket",
+    "systemd-udev-trigger.service",
+    "systemd-udev-settle.service",
+    # Pulled in with nvme-cli (a ceph-osd dependency); there is no NVMe fabric to reach.
+    "nvmf-autoconnect.service",
+    # Pulled in with uuid-runtime (ceph-mgr); its PrivateUsers= cannot work in a node, and
+    # libuuid generates UUIDs without the daemon.
+    "uuidd.socket",
+    "uuidd.service",
 )
 SOURCES = f"""deb {MIRROR} {SUITE} main
 deb {MIRROR} {SUITE}-updates main

@@ -11,7 +11,7 @@ from acceptance_sim import SimNode, SimulatedNetwork
 
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import SCHEMA_ID, SCHEMA_PATH, validate_report, write_report
-from cluster_plan.acceptance.runner import AcceptanceRunner, RunOptions
+from cluster_plan.acceptance.runner import NETWORK_PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import spec_from_expanded
 from cluster_plan.cli import main
 
@@ -22,7 +22,8 @@ def make_report(expanded: dict[str, Any], **faults: dict[str, Any]) -> dict[str,
     for name, changes in faults.items():
         for key, value in changes.items():
             setattr(nodes[name], key, value)
-    runner = AcceptanceRunner(spec, SimulatedNetwork(nodes), RunOptions(probes=300), lambda m: None)
+    options = RunOptions(probes=300, phases=NETWORK_PHASES)  # the simulation has no Ceph
+    runner = AcceptanceRunner(spec, SimulatedNetwork(nodes), options, lambda m: None)
     return runner.run()
 
 

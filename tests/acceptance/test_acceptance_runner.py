@@ -12,10 +12,10 @@ import pytest
 from acceptance_sim import SimNode, SimulatedNetwork
 
 from cluster_plan.acceptance.report import validate_report
-from cluster_plan.acceptance.runner import AcceptanceRunner, RunOptions
+from cluster_plan.acceptance.runner import NETWORK_PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import AcceptanceSpec, spec_from_expanded
 
-FAST = RunOptions(probes=300)
+FAST = RunOptions(probes=300, phases=NETWORK_PHASES)  # the simulation has no Ceph
 
 
 def lab_network(spec: AcceptanceSpec, **faults: dict[str, Any]) -> SimulatedNetwork:

@@ -121,9 +121,10 @@ def test_audit_adds_up_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     code, report = run_json(capsys, "audit", str(LAB))
     assert code == 0
     assert isinstance(report, dict)
-    assert report["hosts"] == 8
+    assert report["hosts"] == 9
     assert report["accelerators"] == {"H100-PCIE-80GB": 4, "tpu": 4}
-    assert report["networks"]["mgmt"]["hosts"] == 8
+    assert report["networks"]["mgmt"]["hosts"] == 9
+    assert report["networks"]["compute"]["hosts"] == 8  # osd01 is off the compute network
     # tor1 serves rack r1: head01, gpu01, stor01, stor03 at 10 Gb/s on 40 Gb/s of uplink
     assert report["access_switches"]["tor1"]["oversubscription"] == 1.0
     assert report["problems"] == []

@@ -128,3 +128,28 @@ def test_defaults_follow_the_plan(lab_expanded):
     assert value("common", "common_unattended_upgrades", lab_expanded, "gpu01") == "security"
     assert value("common", "common_ntp_upstream", lab_expanded, "gpu01") == ["10.40.0.2"]
     assert value("common", "common_hostname", lab_expanded, "infer01") == "infer01"
+
+
+def test_ceph_and_nfs_ports_only_from_the_networks_the_plan_names(lab_expanded):
+    text = nftables(lab_expanded)
+    storage = lab_expanded["networks"]["storage"]["cidr"]
+    compute = lab_expanded["networks"]["compute"]["cidr"]
+    assert (
+        "set ceph_sources {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+        f"\t\telements = {{ {storage} }}" in text
+    )
+    # Ceph's range holds Slurm's 6817/6818 too: only the host's Ceph-network address is guarded.
+    address = lab_expanded["hosts"]["gpu01"]["interfaces"]["storage"]["address"]
+    assert (
+        f"ip daddr {{ {address} }} tcp dport {{ 3300, 6789, 6800-7300 }} "
+        "ip saddr != @ceph_sources drop"
+    ) in text
+    assert f"elements = {{ {compute} }}" in text
+    assert "\t\ttcp dport { 2049 } ip saddr != @nfs_sources drop" in text
+    # The restriction comes before the rule that admits every plan network.
+    assert text.index("@ceph_sources drop") < text.index("@cluster_networks accept")
+    # A separate cluster network joins the sources; a plan without storage has no such rule.
+    lab_expanded["storage"]["ceph"]["cluster_network"] = "compute"
+    assert f"elements = {{ {compute}, {storage} }}" in nftables(lab_expanded)
+    del lab_expanded["storage"]
+    assert "_sources" not in nftables(lab_expanded)

@@ -2,11 +2,11 @@
 
 The lab is the session lab of `cluster_plan.lab.pytest_plugin` (id `test`, brought up fresh
 and taken down at the end of the session; it skips with the reason when not root or a host
-tool is missing). Every command runs inside lab namespaces: on a node through
+tool is missing), converged once per session by its `converged_lab` fixture, which every
+lab test module shares. Every command runs inside lab namespaces: on a node through
 `cluster-plan lab run` (nsenter), or in a namespace this module makes and removes, cabled to
 the lab's own mgmt bridge. Nothing is sent from the machine's own namespace.
 
-CLUSTER_PLAN_LAB_PLAYBOOKS names the playbooks converged (default: site.yml).
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it is
 (no session lab, no converge, the tests reading converge output skip): quick iterations.
 """
@@ -14,98 +14,40 @@ CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LA
 from __future__ import annotations
 
 import base64
-import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lab_helpers
 import pytest
 import yaml
-
-from cluster_plan.api import load_expanded
-
-# The shared session lab fixture (`lab`), requested by `slurm_lab` below.
-from cluster_plan.lab.pytest_plugin import lab  # noqa: F401
-
-pytestmark = pytest.mark.lab
-
-ROOT = Path(__file__).resolve().parents[2]
-PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
-BIN = Path(sys.executable).parent
-PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
-CONVERGE_TIMEOUT_S = 1500
-RECAP = re.compile(
-    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+from lab_helpers import (
+    OUTSIDE,
+    PLAN,
+    cli,
+    connect_script,
+    on_node,
+    probe_from_namespace,
+    ssh_reachable,
 )
 
+from cluster_plan.api import load_expanded
+from cluster_plan.lab.converge import changed_lines, playbook, recap
 
-def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_NOCOLOR": "1",
-    }
+# The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
+from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "cluster-plan"), *args],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def on_node(
-    host: str, script: str, plan: Path = PLAN, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    """Run a shell script inside a lab node (nsenter), as root."""
-    return cli("lab", "run", str(plan), host, "--", "sh", "-c", script, timeout=timeout)
-
-
-def converge(plan: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.monotonic()
-    result = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *PLAYBOOKS],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=CONVERGE_TIMEOUT_S,
-        check=False,
-    )
-    return result, time.monotonic() - started
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP per host, summed over the plays of the run."""
-    hosts: dict[str, dict[str, int]] = {}
-    for host, ok, changed, unreachable, failed in RECAP.findall(output):
-        row = hosts.setdefault(host, {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0})
-        row["ok"] += int(ok)
-        row["changed"] += int(changed)
-        row["unreachable"] += int(unreachable)
-        row["failed"] += int(failed)
-    return hosts
+pytestmark = pytest.mark.lab
 
 
 @dataclass
 class SlurmLab:
     expanded: dict[str, Any]
-    first: subprocess.CompletedProcess[str]
-    second: subprocess.CompletedProcess[str]
-    seconds: tuple[float, float]
-    outputs: list[str] = field(default_factory=list)
+    converged: Converged
 
     def sh(self, host: str, script: str, timeout: float = 180) -> str:
         result = on_node(host, script, timeout=timeout)
@@ -116,42 +58,10 @@ class SlurmLab:
         return list(self.expanded["groups"].get(name, []))
 
 
-# One converge per session, shared by every module that imports `slurm_lab` (test_teams_lab):
-# pytest sets an imported module fixture up once per importing module.
-_CONVERGED: list[SlurmLab] = []
-
-
-@pytest.fixture(scope="module")
-def slurm_lab(request: pytest.FixtureRequest) -> SlurmLab:
-    if _CONVERGED:
-        return _CONVERGED[0]
-    expanded = load_expanded(str(PLAN))
-    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
-        if os.geteuid() != 0 or cli("lab", "status", str(PLAN)).returncode != 0:
-            pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1 but no lab is up under this id")
-        skipped = subprocess.CompletedProcess([], 0, "", "")
-        return SlurmLab(expanded, skipped, skipped, (0.0, 0.0), [])
-    request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
-    first, first_s = converge(PLAN)
-    # The second run is verbose on purpose: secrets must stay hidden even then.
-    second, second_s = converge(PLAN, "-v")
-    _CONVERGED.append(
-        SlurmLab(
-            expanded,
-            first,
-            second,
-            (first_s, second_s),
-            [first.stdout + first.stderr, second.stdout + second.stderr],
-        )
-    )
-    return _CONVERGED[0]
-
-
 @pytest.fixture
-def slurm(slurm_lab: SlurmLab) -> SlurmLab:
-    if slurm_lab.first.returncode != 0:
-        pytest.fail("site.yml failed on the lab:\n" + slurm_lab.first.stdout[-6000:])
-    return slurm_lab
+def slurm(converged_lab: Converged) -> SlurmLab:  # noqa: F811
+    converged_lab.require_converged()
+    return SlurmLab(converged_lab.expanded, converged_lab)
 
 
 def job_env(cluster: SlurmLab, options: str, command: str = "true") -> dict[str, str]:
@@ -206,51 +116,29 @@ def expand_nodes(text: str) -> list[str]:
 # --- converge --------------------------------------------------------------------------
 
 
-def ran(cluster: SlurmLab) -> None:
-    if not cluster.outputs:
-        pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
-
-
 def test_site_converges_without_failures(slurm: SlurmLab):
-    ran(slurm)
-    rows = recap(slurm.first.stdout)
-    assert rows, slurm.first.stdout[-3000:]
+    first, _ = slurm.converged.require_runs()
+    rows = recap(first.result.stdout)
+    assert rows, first.result.stdout[-3000:]
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in rows.values()), rows
-    print(f"first converge {slurm.seconds[0]:.0f}s, re-run {slurm.seconds[1]:.0f}s")
+    print(f"first converge {first.seconds:.0f}s")
 
 
 def test_second_run_changes_nothing_on_any_host(slurm: SlurmLab):
-    ran(slurm)
-    assert slurm.second.returncode == 0, slurm.second.stdout[-3000:]
-    rows = recap(slurm.second.stdout)
+    _, second = slurm.converged.require_runs()
+    assert second.ok, second.result.stdout[-3000:]
+    rows = recap(second.result.stdout)
     assert set(rows) >= set(slurm.expanded["hosts"])
     changed = {h: r["changed"] for h, r in rows.items() if r["changed"]}
-    assert changed == {}, "\n".join(
-        ln for ln in slurm.second.stdout.splitlines() if ln.startswith("changed:")
-    )
+    assert changed == {}, "\n".join(changed_lines(second.result.stdout))
 
 
 def test_check_mode_on_the_converged_lab_reports_no_change(slurm: SlurmLab):
-    result = subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            str(PLAN),
-            "--check",
-            "playbooks/common.yml",
-            "playbooks/slurm.yml",
-        ],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=CONVERGE_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:]
-    rows = recap(result.stdout)
+    run = playbook(PLAN, ["playbooks/common.yml", "playbooks/slurm.yml"], "--check")
+    assert run.ok, run.result.stdout[-3000:]
+    rows = recap(run.result.stdout)
     assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, "\n".join(
-        ln for ln in result.stdout.splitlines() if ln.startswith("changed:")
+        changed_lines(run.result.stdout)
     )
 
 
@@ -259,14 +147,14 @@ def test_munge_key_is_shared_private_and_never_printed(slurm: SlurmLab):
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
     key = base64.b64decode(key_b64)
     assert len(key) >= 32
-    ran(slurm)
+    slurm.converged.require_runs()
     for host in [*slurm.group("slurm_compute"), controller]:
         stat = slurm.sh(
             host, "stat -c '%a %U' /etc/munge/munge.key && sha256sum < /etc/munge/munge.key"
         ).split()
         assert stat[:2] == ["400", "munge"], host
         assert stat[2] == slurm.sh(controller, "sha256sum < /etc/munge/munge.key").split()[0]
-    for output in slurm.outputs:
+    for output in slurm.converged.outputs:
         assert key_b64 not in output
         assert key.hex()[:32] not in output.replace(" ", "").lower()
         printable = key.decode("latin-1")
@@ -378,97 +266,11 @@ def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: Slurm
 
 # --- firewall ------------------------------------------------------------------------------
 
-CONNECT = """
-import socket, sys
-host, port, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.socket()
-s.settimeout(3)
-if source:
-    s.bind((source, 0))
-try:
-    s.connect((host, port))
-    print("open")
-except OSError as err:
-    print("closed", err)
-"""
-
 
 @pytest.fixture
 def outside_namespace(slurm: SlurmLab) -> Iterator[tuple[str, str]]:
-    """A namespace of our own on the lab's mgmt bridge, speaking from an address outside every
-    plan network (198.51.100.7, TEST-NET-2). It also holds the mgmt gateway address, so the
-    nodes' replies (default route via the plan's gateway) come back to it."""
-    from cluster_plan.lab.names import for_plan
-    from cluster_plan.lab.topology import bridge_name
-
-    names = for_plan(slurm.expanded)
-    mgmt = next(iter(slurm.expanded["networks"]))
-    gateway = slurm.expanded["networks"][mgmt]["gateway"]
-    prefixlen = slurm.expanded["networks"][mgmt]["prefixlen"]
-    core = next(iter(slurm.expanded["topology"]["core"]))
-    admin = subprocess.run(
-        ["ip", "-n", names.admin_ns, "-o", "addr"], capture_output=True, text=True, check=False
-    ).stdout
-    if f" {gateway}/" in admin:
-        pytest.skip("the lab's admin namespace holds the gateway address")
-    ns, port = f"cpt-{names.lab}-outside"[:30], "cptout"
-    steps = [
-        ["ip", "netns", "add", ns],
-        [
-            "ip",
-            "-n",
-            names.fabric_ns,
-            "link",
-            "add",
-            port,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            ns,
-        ],
-        ["ip", "-n", names.fabric_ns, "link", "set", port, "master", bridge_name(core, mgmt), "up"],
-        ["ip", "-n", ns, "addr", "add", f"{gateway}/{prefixlen}", "dev", "eth0"],
-        ["ip", "-n", ns, "addr", "add", "198.51.100.7/32", "dev", "eth0"],
-        ["ip", "-n", ns, "link", "set", "eth0", "up"],
-        ["ip", "-n", ns, "link", "set", "lo", "up"],
-    ]
-    try:
-        for step in steps:
-            subprocess.run(step, check=True, capture_output=True, timeout=30)
-        yield ns, "198.51.100.7"
-    finally:
-        subprocess.run(
-            ["ip", "-n", names.fabric_ns, "link", "del", port],
-            check=False,
-            capture_output=True,
-            timeout=30,
-        )
-        subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True, timeout=30)
-
-
-def probe_from_namespace(ns: str, host: str, port: int, source: str) -> str:
-    result = subprocess.run(
-        ["ip", "netns", "exec", ns, sys.executable, "-c", CONNECT, host, str(port), source],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return result.stdout.strip()
-
-
-def ssh_reachable(ns: str, host: str, source: str, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe_from_namespace(ns, host, 22, source) == "open":
-            return True
-        # From the gateway address: the node's ARP reply refreshes its entry for it.
-        probe_from_namespace(ns, host, 22, "")
-        time.sleep(1)
-    return False
+    with lab_helpers.outside_namespace(slurm.expanded) as ns:
+        yield ns, OUTSIDE
 
 
 def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outside_namespace):
@@ -484,9 +286,8 @@ def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outsi
     assert probe_from_namespace(ns, ctl_addr, 6817, source).startswith("closed")
     assert probe_from_namespace(ns, cmp_addr, 6818, source).startswith("closed")
     # From a cluster node both answer.
-    script = f"python3 -c '{CONNECT}' {{}} {{}} ''"
-    assert slurm.sh(compute, script.format(ctl_addr, 6817)).strip() == "open"
-    assert slurm.sh(controller, script.format(cmp_addr, 6818)).strip() == "open"
+    assert slurm.sh(compute, connect_script(ctl_addr, 6817)).strip() == "open"
+    assert slurm.sh(controller, connect_script(cmp_addr, 6818)).strip() == "open"
     # munge listens on a local socket only: it has no network port to open or close.
     listeners = slurm.sh(controller, "ss -Hltnp")
     assert "munged" not in listeners
@@ -495,6 +296,7 @@ def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outsi
 # --- change without killing work (last: it adds a node to the lab) -----------------------
 
 
+@pytest.mark.lab_changes
 def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path: Path):
     """A plan change that adds compute nodes, rolled out while a job runs.
 
@@ -525,11 +327,12 @@ def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path
     try:
         before = wait_running(slurm, job)
         assert before["state"] == "RUNNING"
-        result, _ = converge(bigger)
-        assert result.returncode == 0, result.stdout[-4000:]
+        # Only the scheduler stage changes (the plan changed roles only).
+        run = playbook(bigger, ["playbooks/slurm.yml"])
+        assert run.ok, run.result.stdout[-4000:]
         restarted = [
             ln
-            for ln in result.stdout.splitlines()
+            for ln in run.result.stdout.splitlines()
             if ln.startswith("RUNNING HANDLER [slurm : Restart slurmctld]")
         ]
         assert restarted, "the rollout did not restart slurmctld"
@@ -545,6 +348,6 @@ def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path
     finally:
         scancel(slurm, job)
         # The lab is shared with later tests: back to the lab plan's Slurm configuration.
-        converge(PLAN)
+        playbook(PLAN, ["playbooks/slurm.yml"])
         for host in added:
             on_node(host, "systemctl disable --now slurmd")

@@ -1,13 +1,16 @@
 """Teams, limits and fair share, proven on the lab after `site.yml` (docs/scheduling.md).
 
-Uses the converge of tests/roles/test_slurm_lab.py (`slurm_lab`: one converge and its re-run
-per session, on the session lab under $CLUSTER_PLAN_LAB_ID). Users act through `runuser` on the
-controller, inside the lab node (`cluster-plan lab run`); nothing is sent from this machine's
-own namespace. Every job a test starts is cancelled by it.
+Uses the session's one converge (`converged_lab` of cluster_plan.lab.pytest_plugin, the same
+test_slurm_lab reads), on the session lab under $CLUSTER_PLAN_LAB_ID. Users act through
+`runuser` on the controller, inside the lab node (`cluster-plan lab run`); nothing is sent
+from this machine's own namespace. Every job a test starts is cancelled by it. The tests that
+change the accounting database or bounce its daemons are marked `lab_changes` (they restore
+what they change and run after the tests that only read the lab).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import subprocess
@@ -18,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_slurm_lab as shared
-from test_slurm_lab import BIN, PLAN, ROOT, SlurmLab, cli, on_node
+from lab_helpers import BIN, PLAN, ROOT, cli, on_node
+from test_slurm_lab import SlurmLab
 
-# The converge of test_slurm_lab, shared (and through it the session lab).
-lab = shared.lab
-slurm_lab = shared.slurm_lab
-slurm = shared.slurm
+from cluster_plan.lab.converge import ansible_env
+
+# The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
+from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
 pytestmark = pytest.mark.lab
 
@@ -32,6 +35,12 @@ sys.path.insert(0, str(ROOT / "plugins" / "filter"))
 import team_policy  # noqa: E402
 
 POLL_S = 2
+
+
+@pytest.fixture
+def slurm(converged_lab: Converged) -> SlurmLab:  # noqa: F811
+    converged_lab.require_converged()
+    return SlurmLab(converged_lab.expanded, converged_lab)
 
 
 def controller(cluster: SlurmLab) -> str:
@@ -167,14 +176,13 @@ def test_team_users_exist_on_every_node_with_the_plan_uid(slurm: SlurmLab):
 
 
 def test_accounting_was_set_on_the_first_run_and_left_alone_on_the_second(slurm: SlurmLab):
-    if not slurm.outputs:
-        pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
+    first, second = slurm.converged.require_runs()
     task = "TASK [slurm : Keep QOS, accounts and users as the plan's classes and teams say]"
-    for output, verdict in ((slurm.first.stdout, "changed"), (slurm.second.stdout, "ok")):
+    for output, verdict in ((first.result.stdout, "changed"), (second.result.stdout, "ok")):
         block = output.split(task, 1)[1].split("TASK [", 1)[0]
         assert f"{verdict}: [" in block, block[:800]
-    second = slurm.second.stdout.split(task, 1)[1].split("TASK [", 1)[0]
-    assert "changed: [" not in second
+    again = second.result.stdout.split(task, 1)[1].split("TASK [", 1)[0]
+    assert "changed: [" not in again
 
 
 def test_the_database_password_is_private_in_use_and_never_printed(slurm: SlurmLab):
@@ -187,9 +195,9 @@ def test_the_database_password_is_private_in_use_and_never_printed(slurm: SlurmL
     # the password is the one slurmdbd and MariaDB use (given by environment, not argv)
     check = f"MYSQL_PWD=$(cat {secret_file}) mysql -u slurm -N -e 'SELECT 1'"
     assert slurm.sh(host, check).strip() == "1"
-    if not slurm.outputs:
+    if not slurm.converged.outputs:
         pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge output to search")
-    for output in slurm.outputs:  # the first run, and the re-run with -v
+    for output in slurm.converged.outputs:  # the first run, and the re-run with -v
         assert password not in output
 
 
@@ -375,7 +383,7 @@ def apply_records(cluster: SlurmLab, plan: dict[str, Any], tmp: Path, *extra: st
     result = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", str(PLAN), "-e", f"@{tmp / 'vars.json'}", *extra,
          str(tmp / "accounts.yml")],
-        cwd=ROOT, env=shared._env(), capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     return dict(json.loads((tmp / "result.json").read_text()))
@@ -388,11 +396,10 @@ def associations(cluster: SlurmLab) -> list[tuple[str, str, str]]:
     return sorted(tuple(ln.split("|")) for ln in out.splitlines())  # type: ignore[misc]
 
 
+@pytest.mark.lab_changes
 def test_the_module_updates_in_place_removes_and_adds_then_changes_nothing(
     slurm: SlurmLab, tmp_path: Path
 ):
-    import copy
-
     before = associations(slurm)
     changed = copy.deepcopy(slurm.expanded)
     changed["teams"]["vision"]["limits"]["gpus"] = 2
@@ -420,6 +427,7 @@ def test_the_module_updates_in_place_removes_and_adds_then_changes_nothing(
 # ---- restarts (last: they bounce the accounting daemons) -----------------------------------
 
 
+@pytest.mark.lab_changes
 def test_slurmdbd_and_mariadb_restart_cleanly_and_accounting_continues(slurm: SlurmLab):
     host, ctl = dbd_host(slurm), controller(slurm)
     for service in ("mariadb", "slurmdbd"):

@@ -63,6 +63,7 @@ def test_hosts_in_plan_order_with_their_racks(plan, expanded):
         "stor01",
         "stor02",
         "stor03",
+        "osd01",
     ]
     for name, group, rack in hosts:
         host = expanded["hosts"][name]
@@ -88,7 +89,9 @@ def test_switch_path_of_each_host(plan, expanded):
 
 def test_addresses_come_from_the_lock_and_fit_their_networks(plan, lock, expanded):
     for name, host in expanded["hosts"].items():
-        assert set(host["interfaces"]) == set(plan["networks"])  # no group limits networks
+        group = plan["node_groups"][host["node_group"]]
+        # a group's `networks` limits them (the OSD-only group is off the compute network)
+        assert set(host["interfaces"]) == set(group.get("networks") or plan["networks"])
         for net, iface in host["interfaces"].items():
             spec = plan["networks"][net]
             network = ipaddress.ip_network(spec["cidr"])
@@ -109,7 +112,11 @@ def test_addresses_come_from_the_lock_and_fit_their_networks(plan, lock, expande
         # the first network is the management network, whose address is ansible_host
         assert host["address"] == host["interfaces"]["mgmt"]["address"]
     for net in plan["networks"]:
-        addresses = [h["interfaces"][net]["address"] for h in expanded["hosts"].values()]
+        addresses = [
+            h["interfaces"][net]["address"]
+            for h in expanded["hosts"].values()
+            if net in h["interfaces"]
+        ]
         assert len(set(addresses)) == len(addresses), net
     # nothing in mgmt's reserved range 10.40.0.1-10.40.0.9 (gateway and DNS live there)
     for host in expanded["hosts"].values():
@@ -167,7 +174,8 @@ def test_groups(plan, expanded):
         assert groups[role] == members(lambda h, role=role: role in h["roles"])
     assert groups["slurm_controller"] == ["head01"]
     assert groups["slurm_compute"] == ["cpu01", "gpu01", "gpu02", "infer01"]
-    assert groups["ceph_mon"] == groups["ceph_osd"] == ["stor01", "stor02", "stor03"]
+    assert groups["ceph_mon"] == ["stor01", "stor02", "stor03"]
+    assert groups["ceph_osd"] == ["osd01", "stor01", "stor02", "stor03"]
     for rack in ("r1", "r2"):
         assert groups[f"rack_{rack}"] == members(lambda h, rack=rack: h["rack"] == rack)
     assert groups["access_tor1"] == groups["rack_r1"]

@@ -54,7 +54,8 @@ def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
     assert findings == []
     hosts = expand(result.plan, result.nodes, lock)["hosts"]
     assert time.monotonic() - started < 5
-    compute = sorted(h["interfaces"]["compute"]["address"] for h in hosts.values())
+    on_compute = [h for h in hosts.values() if "compute" in h["interfaces"]]
+    compute = sorted(h["interfaces"]["compute"]["address"] for h in on_compute)
     # the few addresses left above the reserved ones, lowest first
     assert compute[0] in ("11.255.255.1", "11.244.36.1")
     assert len(set(compute)) == 8
@@ -76,5 +77,5 @@ def test_many_node_groups_validate_in_linear_time():
     started = time.monotonic()
     result = validate_text(text, "big.yml")
     assert time.monotonic() - started < 6
-    assert len(result.nodes) == 80_008
+    assert len(result.nodes) == 80_009  # and the lab plan's nine
     assert result.ok, [f.render() for f in result.findings if f.severity == "error"][:3]

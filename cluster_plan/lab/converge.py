@@ -1,0 +1,84 @@
+"""Running the project's playbooks against a lab, for tests and benchmarks: the command,
+its wall time, and the PLAY RECAP read back per host."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CONVERGE_TIMEOUT_S = 2400
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
+
+
+@dataclass
+class Run:
+    """One ansible-playbook run: its result, wall time and combined output."""
+
+    result: subprocess.CompletedProcess[str]
+    seconds: float
+
+    @property
+    def output(self) -> str:
+        return self.result.stdout + self.result.stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.result.returncode == 0
+
+
+def ansible_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def playbook(
+    plan: Path, playbooks: list[str], *extra: str, timeout: float = CONVERGE_TIMEOUT_S
+) -> Run:
+    """ansible-playbook -i PLAN EXTRA PLAYBOOKS, from the repository root."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *playbooks],
+        cwd=REPO,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(result, time.monotonic() - started)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP per host, summed over the plays of the run."""
+    hosts: dict[str, dict[str, int]] = {}
+    for host, ok, changed, unreachable, failed in RECAP.findall(output):
+        row = hosts.setdefault(host, {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0})
+        row["ok"] += int(ok)
+        row["changed"] += int(changed)
+        row["unreachable"] += int(unreachable)
+        row["failed"] += int(failed)
+    return hosts
+
+
+def changed_lines(output: str) -> list[str]:
+    """The task lines that reported a change (for a readable idempotence failure)."""
+    lines = output.splitlines()
+    shown = []
+    for i, line in enumerate(lines):
+        if line.startswith("changed:"):
+            task = next((lines[j] for j in range(i, -1, -1) if lines[j].startswith("TASK [")), "")
+            shown.append(f"{task} {line}")
+    return shown

@@ -1,0 +1,58 @@
+"""Services the plan confines to some of its networks, for the nftables firewall.
+
+Every plan network reaches every other service of the cluster; these ports are reachable
+only from the networks the plan names for them: Ceph's from its public and cluster
+networks, NFS from each export's network.
+
+Ceph's range (6800-7300) holds other daemons' ports too (Slurm's 6817 and 6818), so the Ceph
+rule only guards the host's own addresses on Ceph's networks, the only addresses its daemons
+listen on; NFS's port is its own, so that rule guards every address.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Plan = dict[str, Any]
+Host = dict[str, Any]
+
+CEPH_TCP_PORTS = ["3300", "6789", "6800-7300"]  # msgr2, msgr1 monitors; OSD/MGR/MDS range
+NFS_TCP_PORTS = ["2049"]  # NFSv4 only: no portmapper, no side protocols
+
+
+def common_restricted_services(plan: Plan, host: Host | None = None) -> list[dict[str, Any]]:
+    """[{name, tcp_ports, sources (CIDRs), addresses (the host's guarded addresses; empty:
+    all)}] for the services the plan runs."""
+    networks = plan.get("networks") or {}
+    interfaces = (host or {}).get("interfaces") or {}
+    storage = plan.get("storage") or {}
+    services: list[dict[str, Any]] = []
+    ceph = storage.get("ceph")
+    if ceph:
+        nets = [n for n in (ceph.get("public_network"), ceph.get("cluster_network")) if n]
+        sources = sorted({networks[n]["cidr"] for n in nets if n in networks})
+        addresses = sorted({interfaces[n]["address"] for n in nets if n in interfaces})
+        if sources and addresses:
+            services.append(
+                {
+                    "name": "ceph",
+                    "tcp_ports": CEPH_TCP_PORTS,
+                    "sources": sources,
+                    "addresses": addresses,
+                }
+            )
+    exports = (storage.get("nfs") or {}).get("exports") or []
+    nfs_nets = {e["network"] for e in exports if e.get("network") in networks}
+    if nfs_nets:
+        sources = sorted(networks[n]["cidr"] for n in nfs_nets)
+        services.append(
+            {"name": "nfs", "tcp_ports": NFS_TCP_PORTS, "sources": sources, "addresses": []}
+        )
+    return services
+
+
+class FilterModule:
+    """Ansible filters; see each function's docstring."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"common_restricted_services": common_restricted_services}

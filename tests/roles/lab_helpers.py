@@ -1,0 +1,135 @@
+"""Helpers the lab test modules share: commands in nodes, and a namespace outside the plan's
+networks cabled to the lab's own bridges (never the machine's own namespace)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_plan.lab.converge import ansible_env
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
+BIN = Path(sys.executable).parent
+OUTSIDE = "198.51.100.7"  # TEST-NET-2: in no plan network
+
+CONNECT = """
+import socket, sys
+host, port, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.settimeout(3)
+if source:
+    s.bind((source, 0))
+try:
+    s.connect((host, port))
+    print("open")
+except OSError as err:
+    print("closed", err)
+"""
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "cluster-plan"), *args],
+        cwd=ROOT,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def on_node(
+    host: str, script: str, plan: Path = PLAN, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run a shell script inside a lab node (nsenter), as root."""
+    return cli("lab", "run", str(plan), host, "--", "sh", "-c", script, timeout=timeout)
+
+
+def connect_script(host: str, port: int, source: str = "") -> str:
+    """A shell command that, run in a node, prints 'open' or 'closed ...' for host:port."""
+    return f"python3 -c '{CONNECT}' {host} {port} '{source}'"
+
+
+def _ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True, timeout=30)
+
+
+@contextmanager
+def outside_namespace(expanded: dict[str, Any], legs: tuple[str, ...] = ()) -> Iterator[str]:
+    """A namespace of our own on the lab's management bridge, speaking from 198.51.100.7
+    (in no plan network). It also holds the management gateway address, so the nodes'
+    replies (default route via the plan's gateway) come back to it. Each network in `legs`
+    gets a second cable into that network's core bridge, with 198.51.100.8 and a route to
+    the network, so the namespace can reach the nodes' addresses there too."""
+    from cluster_plan.lab.names import for_plan
+    from cluster_plan.lab.topology import bridge_name
+
+    names = for_plan(expanded)
+    mgmt = next(iter(expanded["networks"]))
+    gateway = expanded["networks"][mgmt]["gateway"]
+    prefixlen = expanded["networks"][mgmt]["prefixlen"]
+    core = next(iter(expanded["topology"]["core"]))
+    admin = subprocess.run(
+        ["ip", "-n", names.admin_ns, "-o", "addr"], capture_output=True, text=True, check=False
+    ).stdout
+    if f" {gateway}/" in admin:
+        pytest.skip("the lab's admin namespace holds the gateway address")
+    ns = f"cpt-{names.lab}-outside"[:30]
+    ports = [("cptout", "eth0", mgmt)] + [
+        (f"cptout{i}", f"eth{i}", net) for i, net in enumerate(legs, start=1)
+    ]
+    try:
+        _ip("netns", "add", ns)
+        for port, inside, net in ports:
+            peer = ["peer", "name", inside, "netns", ns]
+            _ip("-n", names.fabric_ns, "link", "add", port, "type", "veth", *peer)
+            _ip("-n", names.fabric_ns, "link", "set", port, "master", bridge_name(core, net), "up")
+            _ip("-n", ns, "link", "set", inside, "up")
+        _ip("-n", ns, "addr", "add", f"{gateway}/{prefixlen}", "dev", "eth0")
+        _ip("-n", ns, "addr", "add", f"{OUTSIDE}/32", "dev", "eth0")
+        for i, net in enumerate(legs, start=1):
+            _ip("-n", ns, "addr", "add", "198.51.100.8/32", "dev", f"eth{i}")
+            cidr = expanded["networks"][net]["cidr"]
+            _ip("-n", ns, "route", "add", cidr, "dev", f"eth{i}", "src", "198.51.100.8")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        yield ns
+    finally:
+        for port, _, _ in ports:
+            subprocess.run(
+                ["ip", "-n", names.fabric_ns, "link", "del", port],
+                check=False,
+                capture_output=True,
+                timeout=30,
+            )
+        subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True, timeout=30)
+
+
+def probe_from_namespace(ns: str, host: str, port: int, source: str) -> str:
+    result = subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", CONNECT, host, str(port), source],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return result.stdout.strip()
+
+
+def ssh_reachable(ns: str, host: str, source: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe_from_namespace(ns, host, 22, source) == "open":
+            return True
+        # From the gateway address: the node's ARP reply refreshes its entry for it.
+        probe_from_namespace(ns, host, 22, "")
+        time.sleep(1)
+    return False
