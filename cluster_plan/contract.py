@@ -150,6 +150,8 @@ class SlurmSettings(TypedDict):
     accounting: bool
     gres_autodetect: bool
     cluster_name: str
+    usage_period: Literal["none", "daily", "weekly", "monthly", "quarterly", "yearly"]
+    fairshare_half_life_days: float
 
 
 class Scheduler(TypedDict):
@@ -159,6 +161,28 @@ class Scheduler(TypedDict):
     reservations: dict[str, Reservation]
     slurm: typing.NotRequired[SlurmSettings]  # Slurm plans only
     kubernetes: typing.NotRequired[dict[str, Any]]  # Kubernetes plans only
+
+
+class TeamLimits(TypedDict):
+    gpus: int | None  # NVIDIA GPUs held at once
+    accelerators: int | None  # other accelerators of each type held at once
+    gpu_hours: float | None  # per scheduler.slurm.usage_period
+    max_time: str | None  # a Slurm time
+
+
+class TeamUser(TypedDict):
+    name: str
+    uid: int
+    ssh_keys: list[str]
+
+
+class Team(TypedDict):
+    description: str
+    parent: str | None
+    fairshare: int
+    classes: list[str]  # the plan's, else every workload class
+    limits: TeamLimits
+    users: list[TeamUser]
 
 
 class NetworkAcceptance(TypedDict):
@@ -241,6 +265,7 @@ class ExpandedPlan(TypedDict):
     racks: dict[str, Rack]
     hardware: dict[str, dict[str, Any]]  # the profiles, as in the plan with defaults
     scheduler: Scheduler | None
+    teams: dict[str, Team]  # plan order
     node_groups: dict[str, dict[str, Any]]  # as in the plan with defaults, without `nodes`
     storage: dict[str, Any]  # local, nfs, ceph (None when not planned)
     backups: Backups | None

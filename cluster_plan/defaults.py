@@ -11,9 +11,9 @@ filled in profiles that have accelerators. A section whose default is None stays
 the plan but present (as null) in the expanded data.
 
 Defaults that depend on the rest of the plan (the management network, the networks acceptance
-tests, Ceph's networks, Slurm's cluster name, the networks of a node group) are `DERIVED`
-below, and sections that exist because of another setting (Slurm's, in a Slurm plan) are
-`SECTIONS`; both are applied here too.
+tests, Ceph's networks, Slurm's cluster name, the networks of a node group, the workload
+classes of a team) are `DERIVED` below, and sections that exist because of another setting
+(Slurm's, in a Slurm plan) are `SECTIONS`; both are applied here too.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # scheduler.slurm exists in Slurm plans (see _scheduler_sections), and only there
     "scheduler.slurm.accounting": False,
     "scheduler.slurm.gres_autodetect": False,
+    "scheduler.slurm.usage_period": "monthly",
+    "scheduler.slurm.fairshare_half_life_days": 7,
     # scheduler.kubernetes exists in Kubernetes plans (see _scheduler_sections), and only there
     "scheduler.kubernetes.pod_cidr": "10.244.0.0/16",
     "scheduler.kubernetes.service_cidr": "10.96.0.0/12",
@@ -86,6 +88,18 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "scheduler.reservations.*.flags": [],
     "scheduler.reservations.*.users": [],
     "scheduler.reservations.*.accounts": [],
+    # teams.*.classes is derived: every workload class
+    "teams": {},
+    "teams.*.description": "",
+    "teams.*.parent": None,
+    "teams.*.fairshare": 1,
+    "teams.*.limits": {},
+    "teams.*.limits.gpus": None,
+    "teams.*.limits.accelerators": None,
+    "teams.*.limits.gpu_hours": None,
+    "teams.*.limits.max_time": None,
+    "teams.*.users": [],
+    "teams.*.users.[].ssh_keys": [],
     "storage": {},
     "storage.local": {},
     "storage.local.scratch": "/scratch",
@@ -243,8 +257,19 @@ def _set_nvswitch(plan: dict[str, Any]) -> None:
             accel["nvswitch"] = known and nvswitch_default(str(model), int(str(count)))
 
 
+def _team_classes(plan: dict[str, Any]) -> None:
+    """A team that names no classes may use every class of the plan (none without one)."""
+    scheduler = plan.get("scheduler")
+    classes = scheduler.get("workload_classes") if isinstance(scheduler, dict) else None
+    every = list(classes) if isinstance(classes, dict) else []
+    teams = plan.get("teams")
+    for team in teams.values() if isinstance(teams, dict) else []:
+        if isinstance(team, dict) and team.get("classes") is None:
+            team["classes"] = list(every)
+
+
 SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections,)
-DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _set_nvswitch)
+DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _set_nvswitch, _team_classes)
 
 
 def _parents(node: Any, parts: list[str]) -> Iterator[Any]:

@@ -174,6 +174,7 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
         "racks": _racks(plan, tables.served),
         "hardware": copy.deepcopy(plan["hardware"]),
         "scheduler": copy.deepcopy(plan["scheduler"]),
+        "teams": copy.deepcopy(plan["teams"]),
         "node_groups": {
             name: {k: copy.deepcopy(v) for k, v in g.items() if k != "nodes"}
             for name, g in plan["node_groups"].items()

@@ -98,10 +98,11 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
     path: JsonPath = tuple(error.absolute_path)
     kind = error.validator
     if "propertyNames" in error.schema_path and isinstance(error.instance, str):
+        described = error.schema.get("description") if isinstance(error.schema, dict) else None
         return (
             "name",
             f"{error.instance!r} is not a valid name",
-            "names start with a lower-case letter; then letters, digits, '-' or '_'",
+            described or "names start with a lower-case letter; then letters, digits, '-' or '_'",
             (*path, error.instance),
             True,
         )

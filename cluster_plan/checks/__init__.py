@@ -19,6 +19,7 @@ from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
 from cluster_plan.checks.services import check_backups, check_nfs_service, check_paths
 from cluster_plan.checks.storage import check_ceph, check_nfs_backends
+from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
 from cluster_plan.checks.workload import check_datasets, check_workload_classes
 
@@ -37,6 +38,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_reservations,
     check_workload_classes,
     check_datasets,
+    check_teams,
     check_ceph,
     check_nfs_backends,
     check_nfs_service,

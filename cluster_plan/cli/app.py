@@ -23,6 +23,7 @@ EXTENSIONS = (
     ("k8s", "cluster_plan.kubernetes.command"),
     ("drift", "cluster_plan.drift.command"),
     ("backup", "cluster_plan.backup.command"),
+    ("usage", "cluster_plan.usage.command"),
 )
 
 

@@ -10,8 +10,9 @@ control plane):
     network.yaml                 Calico settings (MTU, pod CIDR, encapsulation)
     reservations.yaml            reservation windows, their nodes and taints
 
-The objects' numbers leave room between stages: namespaces and quotas per team (issue 16)
-go before the policies that route pods into them.
+The objects' numbers leave room between stages: the teams' namespaces, quotas and time-limit
+policies (15-teams) come after the PriorityClasses their quotas name and before the policies
+that route pods into them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cluster_plan.kubernetes.kubeadm import kubelet_patch, node_configuration
 from cluster_plan.kubernetes.nodes import node_objects
 from cluster_plan.kubernetes.reservations import reservation_windows
 from cluster_plan.kubernetes.routing import priority_classes, routing_table
+from cluster_plan.kubernetes.teams import team_objects
 from cluster_plan.kubernetes.vip import static_pods
 
 Document = dict[str, Any]
@@ -55,6 +57,7 @@ def render(expanded: Expanded) -> Rendering:
     table = routing_table(plan)
     objects = {
         "10-priority-classes": priority_classes(plan),
+        "15-teams": team_objects(plan),
         "20-devices": device_objects(plan),
         "30-admission": admission_objects(plan, table),
         "40-nodes": node_objects(plan),

@@ -57,6 +57,7 @@ COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "acceptance": lambda p: ["acceptance", p],
     "drift": lambda p: ["drift", p],
     "backup status": lambda p: ["backup", "status", p],
+    "usage": lambda p: ["usage", p],
 }
 
 # input -> exit status for every command, with the exceptions each command makes

@@ -161,13 +161,17 @@ def test_ssh_is_key_only_and_root_logs_in_only_as_ansible_does(lab_expanded):
         "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "root"}
     )
     lines = set(lab.splitlines())
+    team_users = [u["name"] for t in lab_expanded["teams"].values() for u in t["users"]]
+    assert team_users  # the lab plan's teams log in to submit jobs
     assert {"PasswordAuthentication no", "KbdInteractiveAuthentication no",
-            "PermitRootLogin prohibit-password", "AllowUsers root"} <= lines  # fmt: skip
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {' '.join(['root', *team_users])}"} <= lines  # fmt: skip
     # A real cluster reached as an admin: no root login at all, only the plan's admins.
     lab_expanded["access"]["admin_users"] = [
         {"name": "ops", "ssh_keys": ["ssh-ed25519 AAAA ops"], "sudo": True},
         {"name": "alice", "ssh_keys": ["ssh-ed25519 AAAA alice"], "sudo": False},
     ]
+    lab_expanded["teams"] = {}
     real = render(
         "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "ops"}
     )
@@ -192,4 +196,6 @@ def test_ssh_drop_in_is_accepted_by_sshd(lab_expanded, tmp_path):
     assert effective.returncode == 0, effective.stderr
     settings = set(effective.stdout.splitlines())
     assert {"passwordauthentication no", "permitrootlogin without-password",
-            "allowusers root", "kbdinteractiveauthentication no"} <= settings  # fmt: skip
+            "kbdinteractiveauthentication no"} <= settings  # fmt: skip
+    allowed = {u for line in settings if line.startswith("allowusers ") for u in line.split()[1:]}
+    assert "root" in allowed

@@ -300,14 +300,19 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
         "kbdinteractiveauthentication no",
         "permitemptypasswords no",
         "pubkeyauthentication yes",
-        "allowusers root",  # the lab plan names no admin users
     }
+    # Ansible's user (root in the lab) and the plan's team users; the lab plan has no admins.
+    team_users = [u["name"] for t in (slurm.expanded["teams"] or {}).values() for u in t["users"]]
+    allowed = {"root", *team_users}
     table = []
     for host in slurm.expanded["hosts"]:
         settings = set(slurm.sh(host, "sshd -T").splitlines())
         # The lab's Ansible logs in as root, by key (older sshd prints the old name).
         root = {"permitrootlogin without-password", "permitrootlogin prohibit-password"}
         missing = (wanted - settings) | (set() if root & settings else {"permitrootlogin"})
+        users = {u for line in settings if line.startswith("allowusers ") for u in line.split()[1:]}
+        if users != allowed:
+            missing.add(f"allowusers {sorted(users)} != {sorted(allowed)}")
         table.append(f"{host:<8} {'ok' if not missing else 'MISSING ' + ', '.join(missing)}")
         assert not missing, f"{host}: {sorted(missing)}"
     print("\nsshd -T per node:\n" + "\n".join(table))

@@ -29,7 +29,7 @@ def test_slurm_conf_names_the_controller_and_the_plugins(slurm_conf, lab_expande
         "JobSubmitPlugins=lua",
         "GresTypes=gpu,tpu",
         "SelectType=select/cons_tres",
-        "AccountingStorageType=accounting_storage/none",
+        "AccountingStorageType=accounting_storage/slurmdbd",
     ):
         assert setting in body
 
@@ -58,10 +58,14 @@ def test_slurm_conf_partitions_one_per_class_plus_hidden_admin(slurm_conf):
 
 
 def test_accounting_points_at_slurmdbd_when_the_plan_asks(lab_expanded):
-    lab_expanded["scheduler"]["slurm"]["accounting"] = True
     text = render("slurm", "slurm.conf.j2", lab_expanded, "head01")
     assert "AccountingStorageType=accounting_storage/slurmdbd" in lines(text)
     assert "AccountingStorageHost=head01" in lines(text)
+    lab_expanded["scheduler"]["slurm"]["accounting"] = False
+    lab_expanded["teams"] = {}
+    text = render("slurm", "slurm.conf.j2", lab_expanded, "head01")
+    assert "AccountingStorageType=accounting_storage/none" in lines(text)
+    assert not [ln for ln in lines(text) if ln.startswith(("Priority", "AccountingStorageEnforce"))]
 
 
 def test_gres_conf_has_device_files_unless_autodetect(lab_expanded):

@@ -16,9 +16,13 @@ local function load_plugin()
   return messages
 end
 
-local function submit(job)
+-- The lab plan's users (teams.*.users): bob (nlp) may use every class, alice (vision) training
+-- and general, carol (serving) inference and general.
+local ROOT, ALICE, BOB, CAROL, OUTSIDER = 0, 2001, 2002, 2003, 1000
+
+local function submit(job, uid)
   local messages = load_plugin()
-  local rc = slurm_job_submit(job, {}, 1000)
+  local rc = slurm_job_submit(job, {}, uid or BOB)
   return rc, job, messages
 end
 
@@ -99,6 +103,65 @@ describe("data locality", function()
     local rc, _, messages = submit({comment = "class:training dataset:laion"})
     assert.are.equal(slurm.ERROR, rc)
     assert.matches("unknown dataset 'laion'", messages.user[1], 1, true)
+  end)
+end)
+
+describe("teams", function()
+  it("refuses a user in no team, naming the rule", function()
+    local rc, _, messages = submit({}, OUTSIDER)
+    assert.are.equal(slurm.ERROR, rc)
+    assert.matches("uid 1000 is in no team of the cluster plan", messages.user[1], 1, true)
+  end)
+
+  it("lets root run anything, in any QOS", function()
+    local rc, job = submit({partition = "all", qos = "normal"}, ROOT)
+    assert.are.equal(slurm.SUCCESS, rc)
+    assert.are.equal("normal", job.qos)
+  end)
+
+  it("refuses a class the user's team may not use, naming the team and its classes", function()
+    local rc, _, messages = submit({comment = "class:inference"}, ALICE)
+    assert.are.equal(slurm.ERROR, rc)
+    assert.matches("team 'vision' may not use workload class 'inference'", messages.user[1], 1, true)
+    assert.matches("teams.vision.classes: general, training", messages.user[1], 1, true)
+  end)
+
+  it("checks an explicit partition too", function()
+    local rc = submit({partition = "inference"}, ALICE)
+    assert.are.equal(slurm.ERROR, rc)
+    rc = submit({partition = "training,inference"}, ALICE)
+    assert.are.equal(slurm.ERROR, rc)
+    rc = submit({partition = "training"}, ALICE)
+    assert.are.equal(slurm.SUCCESS, rc)
+  end)
+
+  it("checks the account the job names", function()
+    local rc = submit({comment = "class:training", account = "serving"}, CAROL)
+    assert.are.equal(slurm.ERROR, rc)
+    rc = submit({comment = "class:inference"}, CAROL)
+    assert.are.equal(slurm.SUCCESS, rc)
+  end)
+
+  it("runs a job in its class's QOS", function()
+    local _, job = submit({tres_per_node = "gres:gpu:1"}, ALICE)
+    assert.are.equal("training", job.qos)
+    _, job = submit({comment = "class:inference"}, CAROL)
+    assert.are.equal("inference", job.qos)
+  end)
+
+  it("refuses another class's QOS, and keeps a matching one", function()
+    local rc, _, messages = submit({partition = "training", qos = "inference"}, BOB)
+    assert.are.equal(slurm.ERROR, rc)
+    assert.matches("QOS 'inference' is not the QOS of workload class 'training'", messages.user[1], 1, true)
+    local ok, job = submit({partition = "training", qos = "training"}, BOB)
+    assert.are.equal(slurm.SUCCESS, ok)
+    assert.are.equal("training", job.qos)
+  end)
+
+  it("sets no QOS for a job in several classes' partitions", function()
+    local rc, job = submit({partition = "training,general"}, BOB)
+    assert.are.equal(slurm.SUCCESS, rc)
+    assert.is_nil(job.qos)
   end)
 end)
 
