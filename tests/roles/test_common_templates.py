@@ -176,6 +176,10 @@ def test_ssh_is_key_only_and_root_logs_in_only_as_ansible_does(lab_expanded):
         "common", "sshd-cluster-plan.conf.j2", lab_expanded, "gpu01", {"ansible_user": "ops"}
     )
     lines = set(real.splitlines())
+    head = render(
+        "common", "sshd-cluster-plan.conf.j2", lab_expanded, "head01", {"ansible_user": "ops"}
+    )
+    assert "AllowUsers ops alice borg" in head.splitlines()  # the lab's backup host
     assert {"PermitRootLogin no", "AllowUsers ops alice", "PasswordAuthentication no"} <= lines
 
 

@@ -303,7 +303,8 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
     }
     # Ansible's user (root in the lab) and the plan's team users; the lab plan has no admins.
     team_users = [u["name"] for t in (slurm.expanded["teams"] or {}).values() for u in t["users"]]
-    allowed = {"root", *team_users}
+    backups = slurm.expanded["backups"]
+    backup_hosts = {backups["target"]["host"], (backups["offsite"] or {}).get("host")}
     table = []
     for host in slurm.expanded["hosts"]:
         settings = set(slurm.sh(host, "sshd -T").splitlines())
@@ -311,6 +312,8 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
         root = {"permitrootlogin without-password", "permitrootlogin prohibit-password"}
         missing = (wanted - settings) | (set() if root & settings else {"permitrootlogin"})
         users = {u for line in settings if line.startswith("allowusers ") for u in line.split()[1:]}
+        # the backup host also lets every node's backup in, as the repositories' owner
+        allowed = {"root", *team_users, *(["borg"] if host in backup_hosts else [])}
         if users != allowed:
             missing.add(f"allowusers {sorted(users)} != {sorted(allowed)}")
         table.append(f"{host:<8} {'ok' if not missing else 'MISSING ' + ', '.join(missing)}")

@@ -98,7 +98,11 @@ class Model:
                     assert address in held, f"{host} came back without its address"
             now = set(hosts.values())
             left = {} if reclaim else {a: h for h, a in old.items() if a not in now}
-            self.freed[net] = {a: h for a, h in {**freed, **left}.items() if a not in now}
+            # An address the plan has since reserved (or made the gateway) is nobody's any more:
+            # the operator claimed it, so no hold survives on it, even when it is freed again.
+            self.freed[net] = {
+                a: h for a, h in {**freed, **left}.items() if a not in now and a in allowed
+            }
             self.addresses[net] = dict(hosts)
 
     def check_racks(self, plan: dict[str, Any], lock: dict[str, Any], moved: set[str]) -> None:
