@@ -58,6 +58,9 @@ MASKED_UNITS = (
     # libuuid generates UUIDs without the daemon.
     "uuidd.socket",
     "uuidd.service",
+    # Pulled in with nfs-common (the nfs role on NFS servers); the host's kernel has no sunrpc
+    # module, so the mount fails and leaves the node "degraded" (nothing in a node needs it).
+    "run-rpc_pipefs.mount",
 )
 SOURCES = f"""deb {MIRROR} {SUITE} main
 deb {MIRROR} {SUITE}-updates main
