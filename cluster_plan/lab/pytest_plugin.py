@@ -182,9 +182,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that change the shared lab run last, in their own order, after every test that
-    only reads it (a stable sort: the rest keep their order)."""
-    items.sort(key=lambda item: item.get_closest_marker("lab_changes") is not None)
+    """Tests of the bare lab first (they restart nodes and inject faults, as a lab user
+    would, before any role has set a node up), then the tests of the converged lab, then the
+    tests that change the shared lab, in their own order (a stable sort: within each part the
+    tests keep their order)."""
+
+    def part(item: pytest.Item) -> int:
+        if item.get_closest_marker("lab_changes") is not None:
+            return 2
+        return 1 if "converged_lab" in getattr(item, "fixturenames", ()) else 0
+
+    items.sort(key=part)
 
 
 @dataclass
