@@ -395,7 +395,12 @@ def test_an_offsite_target_gets_its_own_copy(day2: Day2, backed_up: dict[str, An
     second repository on another host, backed up and drilled on its own."""
     plan = dict(day2.expanded["backups"], offsite={"host": "stor03", "path": "/srv/offsite"})
     hosts = "gpu02,stor03"
+    # What a plan naming stor03 offsite gives it through common: SSH for the repositories'
+    # owner (common_ssh_service_users reads the plan's backups; this plan is the role's view).
+    borg = json.dumps({"common_ssh_service_users": ["borg"]})
     try:
+        allowed = day2.playbook("playbooks/common.yml", "-l", "stor03", "-e", borg)
+        assert allowed.returncode == 0, allowed.stdout[-4000:]
         set_up = day2.playbook(
             "playbooks/backup.yml", "-l", hosts, "-e", json.dumps({"backup_plan": plan})
         )
@@ -410,7 +415,9 @@ def test_an_offsite_target_gets_its_own_copy(day2: Day2, backed_up: dict[str, An
     finally:
         back = day2.playbook("playbooks/backup.yml", "-l", hosts)  # the plan's own backups
         day2.sh("stor03", "rm -rf /srv/offsite", check=False)
+        ssh = day2.playbook("playbooks/common.yml", "-l", "stor03")
         assert back.returncode == 0, back.stdout[-4000:]
+        assert ssh.returncode == 0, ssh.stdout[-4000:]
 
 
 @pytest.mark.lab_changes

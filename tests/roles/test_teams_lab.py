@@ -315,13 +315,19 @@ def test_sacct_shows_each_jobs_account_and_usage_per_team_is_reported(slurm: Slu
     ctl = controller(slurm)
     for user in team_of:
         as_user(slurm, user, "srun -t 1 true")
-    rows = slurm.sh(ctl, "sacct -a -X -n -P -S today -o JobID,User,Account")
-    seen = {}
-    for line in rows.splitlines():
-        _, user, account = line.split("|")
-        if user in team_of:
-            assert account == team_of[user], line
-            seen[user] = account
+    # slurmctld hands finished jobs to slurmdbd on its own schedule: wait for the records.
+    seen: dict[str, str] = {}
+    for _ in range(30):
+        rows = slurm.sh(ctl, "sacct -a -X -n -P -S today -o JobID,User,Account")
+        seen = {}
+        for line in rows.splitlines():
+            _, user, account = line.split("|")
+            if user in team_of:
+                assert account == team_of[user], line
+                seen[user] = account
+        if set(seen) == set(team_of):
+            break
+        time.sleep(2)
     assert set(seen) == set(team_of)
 
     result = cli("usage", str(PLAN), "--transport", "lab", "--format", "json", timeout=120)
