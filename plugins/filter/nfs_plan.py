@@ -55,20 +55,6 @@ def nfs_client_mounts(plan: Plan, host: Host) -> list[dict[str, Any]]:
     ]
 
 
-def nfs_mount_unit(path: str) -> str:
-    """The name systemd gives the mount unit of `path` (systemd-escape --path --suffix=mount)."""
-    trimmed = path.strip("/")
-    out = []
-    for i, char in enumerate(trimmed):
-        if char == "/":
-            out.append("-")
-        elif char.isalnum() or char in ":_" or (char == "." and i > 0):
-            out.append(char)
-        else:
-            out.append("".join(f"\\x{b:02x}" for b in char.encode()))
-    return ("".join(out) or "-") + ".mount"
-
-
 class FilterModule:
     """Ansible filters; see each function's docstring."""
 
@@ -76,5 +62,4 @@ class FilterModule:
         return {
             "nfs_exports": nfs_exports,
             "nfs_client_mounts": nfs_client_mounts,
-            "nfs_mount_unit": nfs_mount_unit,
         }
