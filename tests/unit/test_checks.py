@@ -6,22 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plan_text import findings, replace_once
 
 from cluster_plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 
 
-def findings(text: str) -> list[tuple[str, str, str]]:
-    result = validate_text(text, "plan.yml")
-    return [(f.severity, f.code, f.json_path) for f in result.findings if f.suppressed_by is None]
-
-
 def edit(*pairs: tuple[str, str], text: str = BASE) -> str:
-    for old, new in pairs:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
+    return replace_once(text, *pairs)
 
 
 def test_base_is_clean():

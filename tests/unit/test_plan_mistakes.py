@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from plan_text import replace_once
 
 from cluster_plan.allocate import allocate_addresses
 from cluster_plan.checks import cluster as cluster_checks
@@ -51,10 +52,7 @@ def codes(text: str) -> list[str]:
 
 
 def edit(*pairs: tuple[str, str], text: str = BASE) -> str:
-    for old, new in pairs:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
+    return replace_once(text, *pairs)
 
 
 def with_nics(nics: str, text: str = BASE) -> str:
