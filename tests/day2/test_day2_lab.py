@@ -255,6 +255,38 @@ def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
     assert {r["host"] for r in report["hosts"] if r["drill_ok"]} == set(day2.expanded["hosts"])
 
 
+def test_a_monitors_snapshot_holds_what_a_lost_quorum_is_rebuilt_from(
+    day2: Day2, backed_up: dict[str, Any]
+) -> None:
+    """The ceph role declares the monitors' state precious: each monitor's snapshot holds its
+    keyring and the dumps made just before (monmap, configuration, CRUSH map, cephx keys)."""
+    monitors = day2.expanded["groups"]["ceph_mon"]
+    mon = monitors[0]
+    fsid = day2.sh(mon, "ceph --connect-timeout 15 fsid").strip()
+    archive = day2.sh(mon, "cluster-plan-backup borg list --short --last 1").strip()
+    listed = day2.sh(mon, f"cluster-plan-backup borg list --short ::{archive}").split()
+    dump = "var/lib/cluster-plan/ceph-dump"
+    for item in ("monmap", "config-dump.json", "crushmap", "auth.keyring"):
+        assert f"{dump}/{item}" in listed, (mon, item)
+    assert f"var/lib/ceph/mon/ceph-{mon}/keyring" in listed
+    # the monmap restored from the snapshot is this cluster's, with every planned monitor
+    shown = day2.sh(
+        mon,
+        f'd=$(mktemp -d) && cd "$d" && cluster-plan-backup borg extract ::{archive}'
+        f' {dump}/monmap && monmaptool --print {dump}/monmap; rc=$?; rm -rf "$d"; exit $rc',
+    )
+    assert f"fsid {fsid}" in shown, shown
+    assert all(f"mon.{m}" in shown for m in monitors), shown
+    # the dump stays root-only on the monitor
+    assert day2.sh(mon, f"stat -c %a /{dump}").strip() == "700"
+    # hosts without a monitor declare no ceph-mon state
+    osd_only = [h for h in day2.expanded["groups"]["ceph_osd"] if h not in monitors]
+    for host in osd_only:
+        manifest = json.loads(day2.sh(host, "cat /var/lib/cluster-plan/manifest/ceph.json"))
+        assert manifest["precious"] == [], host
+        assert any(s.startswith("ceph-osd@") for s in manifest["services"]), manifest
+
+
 @pytest.mark.lab_changes
 def test_slurmctld_state_and_munge_key_come_back_with_the_queue(
     day2: Day2, backed_up: dict[str, Any]
