@@ -52,7 +52,6 @@ GROWTH = os.environ.get("CLUSTER_PLAN_LAB_GROWTH") == "1"
 # this machine `nsenter -t INIT -m -r mknod /dev/cp-baddiskN b 7 N` exits 1 in the merged lab
 # (2026-11-30, two runs), so the proof runs on request until the fixture makes its node the
 # way the lab makes the OSD disks (cluster_plan/lab/node.py, at boot).
-BAD_DISKS = os.environ.get("CLUSTER_PLAN_LAB_BAD_DISKS") == "1"
 OBJECTS = 200
 FILES = 20  # per directory: the shared tree and a dataset path
 
@@ -551,31 +550,18 @@ def filesystem_disk(ceph: CephLab) -> Iterator[tuple[str, str, str, Path]]:
         minor = int(loop.removeprefix("/dev/loop"))
         # A name of our own in the node: its /dev may already hold a /dev/loopN of the lab's
         # (mknod failed there with the host's free loop0), and teardown removes only ours.
+        # `mknod -m` fails in the node's root ("cannot set permissions: Operation not
+        # supported": its mode is set through /proc/self/fd, absent under nsenter -r), so the
+        # mode is set by a plain chmod after.
         device = f"/dev/cp-baddisk{minor}"
+        inside = ["nsenter", "-t", str(init), "-m", "-r"]
         try:
-            subprocess.run(
-                [
-                    "nsenter",
-                    "-t",
-                    str(init),
-                    "-m",
-                    "-r",
-                    "mknod",
-                    "-m",
-                    "660",
-                    device,
-                    "b",
-                    "7",
-                    str(minor),
-                ],
-                check=True,
-                capture_output=True,
-            )
+            for argv in (["mknod", device, "b", "7", str(minor)], ["chmod", "660", device]):
+                made = subprocess.run([*inside, *argv], capture_output=True, text=True)
+                assert made.returncode == 0, f"{host}: {' '.join(argv)}: {made.stderr}"
             yield host, device, digest, image
         finally:
-            subprocess.run(
-                ["nsenter", "-t", str(init), "-m", "-r", "rm", "-f", device], check=False
-            )
+            subprocess.run([*inside, "rm", "-f", device], check=False)
             subprocess.run(["losetup", "-d", loop], check=False)
 
 
@@ -586,10 +572,6 @@ def sha256(path: Path) -> str:
 
 
 @pytest.mark.lab_changes
-@pytest.mark.skipif(
-    not BAD_DISKS,
-    reason="the fixture's mknod fails in lab nodes here: set CLUSTER_PLAN_LAB_BAD_DISKS=1",
-)
 def test_bad_disks_fail_their_host_with_a_clear_message_and_nothing_is_wiped(
     ceph: CephLab, filesystem_disk: tuple[str, str, str, Path], tmp_path: Path
 ):
