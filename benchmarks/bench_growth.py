@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from cluster_plan.lab.converge import changed_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -56,8 +59,9 @@ def cli(*argv: str, timeout: float = 1800) -> float:
     return time.monotonic() - started
 
 
-def converge(plan: Path, playbooks: list[str]) -> tuple[float, int, int]:
-    """(seconds, return code, changed tasks) of one ansible-playbook run."""
+def converge(plan: Path, playbooks: list[str], label: str) -> tuple[float, int, int]:
+    """(seconds, return code, changed tasks) of one ansible-playbook run; a re-run that changed
+    something names the tasks, so the figure can be read."""
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     started = time.monotonic()
     result = subprocess.run(
@@ -73,6 +77,9 @@ def converge(plan: Path, playbooks: list[str]) -> tuple[float, int, int]:
     if result.returncode != 0:
         print(result.stdout[-3000:], file=sys.stderr)
     changed = sum(int(row[1]) for row in RECAP.findall(result.stdout))
+    if label == "re-run" and changed:
+        for line in changed_lines(result.stdout):
+            print(f"  re-run changed: {line}", file=sys.stderr)
     return seconds, result.returncode, changed
 
 
@@ -80,13 +87,17 @@ def measure(nodes: int, folder: Path, playbooks: list[str]) -> dict[str, float]:
     plan = grown_plan(nodes, folder)
     try:
         up = cli("lab", "up", str(plan))
-        first, rc1, _ = converge(plan, playbooks)
-        rerun, rc2, changed = converge(plan, playbooks)
+        first, rc1, _ = converge(plan, playbooks, "first")
+        rerun, rc2, changed = converge(plan, playbooks, "re-run")
     finally:
         cli("lab", "down", str(plan))
     if rc1 or rc2:
         raise SystemExit(f"bench_growth: site.yml failed on {nodes} nodes (rc {rc1}, {rc2})")
     return {"up": up, "first": first, "rerun": rerun, "changed": changed}
+
+
+def stop(signum: int, _frame: object) -> None:
+    raise SystemExit(f"bench_growth: stopped by signal {signum}; taking the lab down")
 
 
 def main() -> int:
@@ -98,6 +109,10 @@ def main() -> int:
         print("bench_growth: skipped, the lab needs root")
         return 0
     os.environ["CLUSTER_PLAN_LAB_ID"] = LAB_ID
+    # SIGTERM (and SIGINT, which a shell's background job ignores) end the sweep through
+    # `finally`, so the lab of the size being measured is taken down.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     playbooks = args.playbooks or ["site.yml"]
     print(f"playbooks: {' '.join(playbooks)}; {os.cpu_count()} CPUs; per node = seconds / nodes")
