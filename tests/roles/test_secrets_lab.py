@@ -98,13 +98,14 @@ def test_no_secret_in_ansible_output_the_repository_or_the_reports(
     first, second = converged_lab.require_runs()
     drift = cli("drift", str(PLAN), "--format", "json", timeout=600)
     assert drift.returncode in (0, 1) and drift.stdout.lstrip().startswith("{"), drift.stderr
-    reports = sorted((REPO / "reports" / str(converged_lab.expanded["cluster"]["name"])).iterdir())
+    report_dir = REPO / "reports" / str(converged_lab.expanded["cluster"]["name"])
+    reports = sorted(p for p in report_dir.rglob("*") if p.is_file())  # gpu/: GPU health
     assert any(p.name == "acceptance.json" for p in reports), reports
     texts = {
         "converge output": first.output,
         "verbose idempotence run output": second.output,
         "drift report": drift.stdout + drift.stderr,
-        **{f"acceptance report {p.name}": p.read_text(errors="replace") for p in reports},
+        **{f"report {p.relative_to(report_dir)}": p.read_text(errors="replace") for p in reports},
     }
     leaks = [
         (name, where)
