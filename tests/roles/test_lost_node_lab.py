@@ -62,6 +62,8 @@ def _site_losing(victim: str) -> tuple[int, str, float]:
         if run.poll() is None:
             run.kill()
             run.wait()
+        if run.stdout is not None:
+            run.stdout.close()
         if fault is not None:
             try:
                 fault.wait(timeout=DOWN_S + 60)  # the node comes back by itself
