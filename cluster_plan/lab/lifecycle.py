@@ -160,6 +160,8 @@ def _start_services(
             ],
             logs / "apt-proxy.log",
         )
+        # recorded at once: it runs in the root namespace, where only its pid finds it
+        state.save(names.state_file, st)
     if not (st.services.get("apt-relay") and st.services["apt-relay"].alive()):
         st.services["apt-relay"] = spawn(
             [

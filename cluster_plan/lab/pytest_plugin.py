@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -140,6 +141,18 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
 _SESSION_LABS: list[Lab] = []
 
 
+def vault_password(names: LabNames) -> Path:
+    """A random Ansible Vault password for the session lab, in its run directory: the backup
+    passphrases Ansible keeps on the controller are encrypted with it, as an operator's would
+    be with theirs (roles/backup, docs/reliability.md)."""
+    path = names.run_dir / "vault-password"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32) + "\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     skip_unless_lab_machine()
@@ -157,13 +170,14 @@ def lab() -> Iterator[Lab]:
         patch.undo()
         raise
     # backup passphrases of the session's nodes live and die with the lab (lab down removes
-    # its run directory), never in the tester's home
+    # its run directory), never in the tester's home; they are vault-encrypted (see below)
     patch.setenv("CLUSTER_PLAN_SECRETS_DIR", str(for_plan(expanded).run_dir / "secrets"))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     with session_claim(lab_id):
         try:
             lifecycle.down(expanded)  # whatever an interrupted run left behind
             lifecycle.up(expanded, str(LAB_PLAN))
+            patch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(vault_password(for_plan(expanded))))
             _SESSION_LABS.append(Lab(LAB_PLAN, expanded, for_plan(expanded)))
             yield _SESSION_LABS[0]
         finally:

@@ -341,6 +341,21 @@ def test_one_file_is_restored_alone(day2: Day2, backed_up: dict[str, Any]) -> No
     day2.sh("gpu02", "rm /etc/cluster-plan-after-backup")
 
 
+def _kept_passphrase(kept: Path) -> str:
+    """The controller's copy, decrypted when Ansible Vault encrypts it (the session lab
+    configures a vault password: tests/roles/test_secrets_lab.py)."""
+    text = kept.read_text()
+    if not text.startswith("$ANSIBLE_VAULT;"):
+        return text.strip()
+    return subprocess.run(
+        [str(BIN / "ansible-vault"), "view", str(kept)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 @pytest.mark.lab_changes
 def test_a_passphrase_is_never_replaced(day2: Day2, backed_up: dict[str, Any]) -> None:
     """The controller's copy is the one to keep: missing, it is taken back from the node; if
@@ -350,19 +365,21 @@ def test_a_passphrase_is_never_replaced(day2: Day2, backed_up: dict[str, Any]) -
     )
     kept = Path(root) / day2.expanded["cluster"]["name"] / "gpu02.passphrase"
     original = kept.read_text()
+    original_passphrase = _kept_passphrase(kept)
     on_node = "cat /var/lib/cluster-plan-backup/passphrase"
     try:
         kept.unlink()
         taken_back = day2.playbook("playbooks/backup.yml", "-l", "gpu02")
         assert taken_back.returncode == 0, taken_back.stdout[-4000:]
-        assert kept.read_text().strip() == day2.sh("gpu02", on_node) == original.strip()
+        passphrase = _kept_passphrase(kept)
+        assert passphrase == day2.sh("gpu02", on_node) == original_passphrase
         assert oct(kept.stat().st_mode & 0o777) == "0o600"
-        assert original.strip() not in taken_back.stdout  # no_log: never printed
+        assert passphrase not in taken_back.stdout  # no_log: never printed
         kept.write_text("not-the-passphrase\n")
         refused = day2.playbook("playbooks/backup.yml", "-l", "gpu02")
         assert refused.returncode != 0
         assert "differs from" in refused.stdout
-        assert day2.sh("gpu02", on_node) == original.strip()  # the node's stays
+        assert day2.sh("gpu02", on_node) == original_passphrase  # the node's stays
     finally:
         kept.write_text(original)
         kept.chmod(0o600)

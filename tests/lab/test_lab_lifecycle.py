@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.lab import fabric, guard, lifecycle, state, status
-from cluster_plan.lab.names import RUN_ROOT, for_plan
+from cluster_plan.lab import fabric, guard, lifecycle, node, state, status
+from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.pytest_plugin import LAB_PLAN, session_claim, skip_unless_lab_machine
 
 pytestmark = pytest.mark.lab
@@ -33,26 +34,26 @@ def _link_names() -> list[str]:
     return sorted(line.split(":")[1].strip().split("@")[0] for line in _lines("ip", "-o", "link"))
 
 
-def _not_another_lab(lines: list[str]) -> list[str]:
+def _not_another_lab(lines: list[str], lab_id: str) -> list[str]:
     """Leave out what other labs on a shared machine make and remove meanwhile."""
-    return [line for line in lines if "cpl-" not in line or f"cpl-{LAB_ID}-" in line]
+    return [line for line in lines if "cpl-" not in line or f"cpl-{lab_id}-" in line]
 
 
-def machine_snapshot() -> dict[str, list[str]]:
+def machine_snapshot(lab_id: str = LAB_ID) -> dict[str, list[str]]:
     routes = [
         r
         for r in _lines("ip", "route", "show", "table", "all")
         if f"proto {guard.ROUTE_PROTO}" not in r
     ]  # guards: checked on their own
     return {
-        "netns": _not_another_lab(_lines("ip", "netns", "list")),
+        "netns": _not_another_lab(_lines("ip", "netns", "list"), lab_id),
         "links": _link_names(),
-        "mounts": _not_another_lab(_lines("cat", "/proc/self/mounts")),
+        "mounts": _not_another_lab(_lines("cat", "/proc/self/mounts"), lab_id),
         "routes": routes,
     }
 
 
-def lab_processes(netns_inodes: set[int], marker: str) -> list[str]:
+def lab_processes(netns_inodes: set[int], marker: str, lab_id: str = LAB_ID) -> list[str]:
     """Processes that belong to the test lab: in its namespaces, cgroups or run dir."""
     found = []
     for proc in Path("/proc").iterdir():
@@ -64,7 +65,7 @@ def lab_processes(netns_inodes: set[int], marker: str) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if net in netns_inodes or f"cluster-plan-lab/{LAB_ID}/" in cgroup or marker in cmdline:
+        if net in netns_inodes or f"cluster-plan-lab/{lab_id}/" in cgroup or marker in cmdline:
             found.append(f"{proc.name} {cmdline}")
     return found
 
@@ -129,3 +130,125 @@ def test_down_after_a_crash_leaves_the_machine_as_found(own_lab: dict[str, Any])
     assert lab_processes(inodes, marker) == []
     assert not names.run_dir.exists()
     assert not any(names.var_dir.glob("nodes/*"))
+
+
+# `lab up` interrupted: each case runs its own small lab id (derived from the session's, so
+# two engineers' runs never share one), stops the CLI at one point of its work with one
+# signal, then checks that `lab down` leaves nothing behind and, once, that `lab up` works.
+CLI = Path(sys.executable).with_name("cluster-plan")
+INTERRUPT_WAIT_S = 300.0
+
+
+def _interrupt_id(point: str, signum: int) -> str:
+    base = os.environ.get("CLUSTER_PLAN_LAB_ID", "test")[:12]
+    return f"{base}-i{point[0]}{signal.Signals(signum).name[3:5].lower()}"
+
+
+def _reached(point: str, names: LabNames, hosts: list[str]) -> bool:
+    """early: the fabric namespace exists, links are being made; middle: the first node
+    boots; late: every node was started and `lab up` waits for their sshd."""
+    if point == "early":
+        return fabric.netns_exists(names.fabric_ns)
+    st = state.load(names.state_file)
+    booted = len(st.nodes) if st else 0
+    return booted >= 1 if point == "middle" else booted == len(hosts)
+
+
+def _leftovers(names: LabNames, inodes: set[int]) -> dict[str, list[str]]:
+    """What a lab id can leave on the machine, by the names and pids the lab gives it."""
+    cgroups = [
+        str(root / names.cgroup_rel("x").rsplit("/", 1)[0])
+        for root in node.cgroup_hierarchies()
+        if (root / names.cgroup_rel("x")).parent.exists()
+    ]
+    return {
+        "netns": [ns for ns in _lines("ip", "netns", "list") if ns.startswith(names.prefix)],
+        "mounts": [m for m in _lines("cat", "/proc/self/mounts") if names.prefix in m],
+        "processes": sorted(
+            {
+                *lab_processes(inodes, names.prefix, names.lab),
+                *lab_processes(set(), f"{names.run_dir}/", names.lab),
+            }
+        ),
+        "guards": sorted(
+            r.split()[1] for r in _lines("ip", "route") if f"proto {guard.ROUTE_PROTO}" in r
+        ),
+        "run": sorted(str(p) for p in RUN_ROOT.glob(f"{names.lab}*") if "session" not in p.name),
+        "var": sorted(str(p) for p in names.var_dir.glob("nodes/*")),
+        "cgroups": cgroups,
+        "loops": [line for line in _lines("losetup", "-a") if str(names.var_dir) + "/" in line],
+    }
+
+
+def _lab_env(lab_id: str) -> dict[str, str]:
+    return {**os.environ, "CLUSTER_PLAN_LAB_ID": lab_id}
+
+
+@pytest.mark.parametrize("point", ["early", "middle", "late"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_lab_up_interrupted_then_down_leaves_nothing(
+    point: str, signum: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skip_unless_lab_machine()
+    lab_id = _interrupt_id(point, signum)
+    monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", lab_id)
+    from cluster_plan.api import load_expanded
+
+    expanded = load_expanded(str(LAB_PLAN))
+    names = for_plan(expanded)
+    hosts = list(expanded["hosts"])
+    with session_claim(lab_id):
+        lifecycle.down(expanded)  # a previous run of this test, interrupted itself
+        before = machine_snapshot(lab_id)
+        empty = _leftovers(names, set())
+        others = sorted(state.other_labs_cidrs(RUN_ROOT, lab_id))
+        assert empty == {**{key: [] for key in empty}, "guards": others}, empty
+
+        up = subprocess.Popen(
+            [str(CLI), "lab", "up", str(LAB_PLAN)],
+            env=_lab_env(lab_id),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        inodes: set[int] = set()
+        try:
+            deadline = time.monotonic() + INTERRUPT_WAIT_S
+            while not _reached(point, names, hosts):
+                assert up.poll() is None, f"lab up ended before {point}: {up.stdout.read()}"  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, f"lab up never reached {point}"
+                time.sleep(0.02)
+            inodes = {
+                os.stat(fabric.NETNS_DIR / ns).st_ino for ns in fabric.lab_namespaces(names, hosts)
+            }
+            up.send_signal(signum)
+            output, _ = up.communicate(timeout=60)
+        finally:
+            if up.poll() is None:
+                up.kill()
+                up.wait()
+        if signum == signal.SIGINT:  # Ctrl-C: a message and the interrupted exit, no traceback
+            assert up.returncode == 130, output
+            assert "Traceback" not in output, output
+        else:
+            assert up.returncode == -signal.SIGKILL
+        assert _leftovers(names, inodes) != empty  # the probe does see what was left
+
+        down = subprocess.run(
+            [str(CLI), "lab", "down", str(LAB_PLAN)],
+            env=_lab_env(lab_id),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert _leftovers(names, inodes) == empty
+        assert machine_snapshot(lab_id) == before
+
+        if (point, signum) == ("late", signal.SIGKILL):  # once: the machine takes a lab again
+            try:
+                assert lifecycle.up(expanded, str(LAB_PLAN)) is True
+                assert status.collect(names, expanded)["up"]
+            finally:
+                lifecycle.down(expanded)
+            assert _leftovers(names, set()) == empty

@@ -59,6 +59,60 @@ def connect_script(host: str, port: int, source: str = "") -> str:
     return f"python3 -c '{CONNECT}' {host} {port} '{source}'"
 
 
+# Many probes at once, each "address,port,source" -> "address,port,source open|closed"; no
+# single quote in it, so that it travels inside a node's `sh -c '...'`.
+SCAN = """
+import socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def probe(item):
+    host, port, source = item.split(",")
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        if source:
+            s.bind((source, 0))
+        s.connect((host, int(port)))
+        return item, "open"
+    except OSError:
+        return item, "closed"
+    finally:
+        s.close()
+with ThreadPoolExecutor(64) as pool:
+    for item, state in pool.map(probe, sys.argv[1:]):
+        print(item, state)
+"""
+
+
+def _scanned(out: str) -> dict[tuple[str, int], str]:
+    found = {}
+    for line in out.splitlines():
+        item, _, state = line.partition(" ")
+        host, port, _ = item.split(",")
+        found[(host, int(port))] = state
+    return found
+
+
+def scan_from_node(node: str, targets: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """Probe each (address, port) at once from inside a node: {(address, port): state}."""
+    args = " ".join(f"{host},{port}," for host, port in targets)
+    result = on_node(node, f"python3 -c '{SCAN}' {args}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return _scanned(result.stdout)
+
+
+def scan_from_namespace(ns: str, targets: list[tuple[str, int, str]]) -> dict[tuple[str, int], str]:
+    """Probe each (address, port, source) at once from a namespace of ours."""
+    result = subprocess.run(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", SCAN]
+        + [f"{host},{port},{source}" for host, port, source in targets],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return _scanned(result.stdout)
+
+
 def _ip(*argv: str) -> None:
     subprocess.run(["ip", *argv], check=True, capture_output=True, timeout=30)
 

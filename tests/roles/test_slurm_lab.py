@@ -29,9 +29,7 @@ from lab_helpers import (
     OUTSIDE,
     PLAN,
     cli,
-    connect_script,
     on_node,
-    probe_from_namespace,
     ssh_reachable,
 )
 
@@ -267,30 +265,91 @@ def test_two_node_job_with_switches_1_stays_under_one_access_switch(slurm: Slurm
 # --- firewall ------------------------------------------------------------------------------
 
 
+# Each service's port, the network of the address it answers on, and the plan's group of the
+# hosts that run it: from inside the plan's networks it is open on exactly those hosts.
+SERVICE_PORTS = [
+    ("ssh", 22, "mgmt", "all"),
+    ("slurmctld", 6817, "mgmt", "slurm_controller"),
+    ("slurmd", 6818, "mgmt", "slurm_compute"),
+    ("slurmdbd", 6819, "mgmt", "slurmdbd"),
+    ("ceph mon v2", 3300, "storage", "ceph_mon"),
+    ("ceph mon v1", 6789, "storage", "ceph_mon"),
+    ("nfs", 2049, "compute", "nfs_server"),
+]
+
+
 @pytest.fixture
-def outside_namespace(slurm: SlurmLab) -> Iterator[tuple[str, str]]:
-    with lab_helpers.outside_namespace(slurm.expanded) as ns:
-        yield ns, OUTSIDE
+def outside_all_networks(slurm: SlurmLab) -> Iterator[str]:
+    legs = tuple(n for n in ("compute", "storage") if n in slurm.expanded["networks"])
+    with lab_helpers.outside_namespace(slurm.expanded, legs=legs) as ns:
+        yield ns
 
 
-def test_cluster_ports_closed_from_outside_open_from_a_cluster_node(slurm, outside_namespace):
-    ns, source = outside_namespace
-    controller = slurm.group("slurm_controller")[0]
-    compute = slurm.group("slurm_compute")[0]
-    ctl_addr = slurm.expanded["hosts"][controller]["address"]
-    cmp_addr = slurm.expanded["hosts"][compute]["address"]
+def _address(slurm: SlurmLab, host: str, network: str) -> str | None:
+    iface = slurm.expanded["hosts"][host]["interfaces"].get(network)
+    return str(iface["address"]) if iface else None
+
+
+def _scan_inside(slurm: SlurmLab) -> dict[tuple[str, int], str]:
+    """Every (node, port) of SERVICE_PORTS, from another node on the port's network."""
+    by_scanner: dict[str, list[tuple[str, int]]] = {}
+    hosts = list(slurm.expanded["hosts"])
+    for _, port, network, _ in SERVICE_PORTS:
+        on_net = [h for h in hosts if _address(slurm, h, network)]
+        for host in on_net:
+            scanner = next(h for h in on_net if h != host)
+            by_scanner.setdefault(scanner, []).append((_address(slurm, host, network), port))
+    found: dict[tuple[str, int], str] = {}
+    for scanner, targets in by_scanner.items():
+        found |= lab_helpers.scan_from_node(scanner, targets)
+    return found
+
+
+def test_every_node_scanned_from_outside_shows_only_ssh_and_from_inside_the_plans_ports(
+    slurm: SlurmLab, outside_all_networks: str
+):
+    ns = outside_all_networks
+    hosts = list(slurm.expanded["hosts"])
+    groups = slurm.expanded["groups"]
     # SSH answers from outside: the path works, so a closed port is the firewall's doing.
     # (Retried: a node may still hold the gateway's MAC from an earlier outside namespace.)
-    for address in (ctl_addr, cmp_addr):
-        assert ssh_reachable(ns, address, source), address
-    assert probe_from_namespace(ns, ctl_addr, 6817, source).startswith("closed")
-    assert probe_from_namespace(ns, cmp_addr, 6818, source).startswith("closed")
-    # From a cluster node both answer.
-    assert slurm.sh(compute, connect_script(ctl_addr, 6817)).strip() == "open"
-    assert slurm.sh(controller, connect_script(cmp_addr, 6818)).strip() == "open"
+    for host in hosts:
+        assert ssh_reachable(ns, slurm.expanded["hosts"][host]["address"], OUTSIDE), host
+    outside_targets = [
+        (address, port, OUTSIDE if network == "mgmt" else "198.51.100.8")
+        for host in hosts
+        for _, port, network, _ in SERVICE_PORTS
+        if (address := _address(slurm, host, network))
+    ]
+    outside = lab_helpers.scan_from_namespace(ns, outside_targets)
+    inside = _scan_inside(slurm)
+    header = f"{'node':<8} " + " ".join(
+        f"{f'{name}/{port}':>16}" for name, port, *_ in SERVICE_PORTS
+    )
+    table, wrong = [header], []
+    for host in hosts:
+        cells = []
+        for name, port, network, group in SERVICE_PORTS:
+            address = _address(slurm, host, network)
+            if address is None:
+                cells.append(f"{'-':>16}")
+                continue
+            planned = group == "all" or host in groups.get(group, [])
+            got_in, got_out = inside[(address, port)], outside[(address, port)]
+            if (got_in == "open") != planned:
+                wrong.append(f"{host} {name}/{port} from inside: {got_in}, plan: {planned}")
+            if (got_out == "open") != (port == 22):
+                wrong.append(f"{host} {name}/{port} from outside: {got_out}")
+            cells.append(f"{got_in + '/' + got_out:>16}")
+        table.append(f"{host:<8} " + " ".join(cells))
+    print(
+        "\nport scan of every node (inside the plan's networks / outside them; "
+        "- no address on that network):\n" + "\n".join(table)
+    )
+    assert wrong == []
     # munge listens on a local socket only: it has no network port to open or close.
-    listeners = slurm.sh(controller, "ss -Hltnp")
-    assert "munged" not in listeners
+    controller = slurm.group("slurm_controller")[0]
+    assert "munged" not in slurm.sh(controller, "ss -Hltnp")
 
 
 def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
