@@ -34,10 +34,8 @@ def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
     scheduler["kubernetes"] = {"version": "1.36", "node_network": "compute"}
     # One control plane: the Slurm plan's HA pair (a primary and its backup) has no
     # counterpart in an odd etcd quorum, so only the primary's group keeps the role.
-    primary = next(
-        (g for g, spec in plan["node_groups"].items() if "slurm_controller" in spec.get("roles", [])),
-        None,
-    )
+    groups = plan["node_groups"]
+    primary = next((g for g in groups if "slurm_controller" in groups[g].get("roles", [])), None)
     for name, group in plan["node_groups"].items():
         roles = [r for r in group.get("roles", []) if r != "slurm_controller" or name == primary]
         group["roles"] = [_ROLES[r] for r in roles if r in _ROLES] + [
