@@ -122,15 +122,22 @@ def _shared_mounts(plan: Plan) -> Iterator[_SharedMount]:
     for i, export in enumerate(nfs.get("exports") or []):
         if not isinstance(export, dict) or not export.get("mount"):
             continue
-        network = export.get("network")
-        # every host on the export's network mounts it, the server excepted (docs/storage.md)
         yield _SharedMount(
             f"the NFS export {export.get('path')}",
             str(export["mount"]),
-            lambda node, net=network: net in node.networks and node.name != nfs.get("server"),
+            _nfs_client(export.get("network"), nfs.get("server")),
             ("storage", "nfs", "exports", i, "network"),
             "serve the export on a network the controllers are on, from a host that is not one",
         )
+
+
+def _nfs_client(network: str | None, server: str | None) -> Callable[[Node], bool]:
+    """Every host on the export's network mounts it, the server excepted (docs/storage.md)."""
+
+    def mounts(node: Node) -> bool:
+        return network in node.networks and node.name != server
+
+    return mounts
 
 
 def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[Finding]:
