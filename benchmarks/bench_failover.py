@@ -169,7 +169,8 @@ def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
         if outage.poll() is None:
             run(str(BIN / "cluster-plan"), "lab", "fault", plan, node, "--clear")
             outage.kill()
-    idle = stamps(on_node(plan, client, until(f"{state} | grep -qx idle", timeout * 4)))
+    # back at slurmctld's next registration request: every 21 pings, SlurmdTimeout/3 apart
+    idle = stamps(on_node(plan, client, until(f"{state} | grep -qx idle", timeout * 15)))
     print(f"compute node {node} cut off (all links down):")
     print(f"  set DOWN by Slurm                        {down[0] - cut:7.2f} s")
     print(f"  detection / SlurmdTimeout                {(down[0] - cut) / timeout:7.2f}")
