@@ -152,6 +152,9 @@ class SlurmSettings(TypedDict):
     cluster_name: str
     usage_period: Literal["none", "daily", "weekly", "monthly", "quarterly", "yearly"]
     fairshare_half_life_days: float
+    state_save: str  # StateSaveLocation; shared storage for an HA pair
+    controller_timeout_s: int  # SlurmctldTimeout
+    node_timeout_s: int  # SlurmdTimeout
 
 
 class Scheduler(TypedDict):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.checks.base import Plan
@@ -52,6 +53,8 @@ def _scheduler_roles(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -
                 ("scheduler", "type"),
                 hint=_count_hint("slurm_controller", nodes, "1 or 2"),
             )
+        if count == 2:
+            yield from _ha_state(plan, scheduler, nodes)
         if not roles["slurm_compute"]:
             yield Finding(
                 "no-compute",
@@ -86,6 +89,86 @@ def _scheduler_roles(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -
             "role-scheduler-mismatch",
             f"role {role} does not fit scheduler {kind}",
             ("node_groups", group, "roles"),
+        )
+
+
+@dataclass(frozen=True)
+class _SharedMount:
+    """A file system the plan mounts on some hosts: the CephFS, or an NFS export."""
+
+    what: str
+    mount: str
+    mounted_by: Callable[[Node], bool]
+    where: tuple[str | int, ...]
+    hint: str
+
+    def holds(self, path: str) -> bool:
+        return path == self.mount or path.startswith(self.mount.rstrip("/") + "/")
+
+
+def _shared_mounts(plan: Plan) -> Iterator[_SharedMount]:
+    storage = plan.get("storage") or {}
+    cephfs = (storage.get("ceph") or {}).get("cephfs")
+    if isinstance(cephfs, dict):
+        clients = set(cephfs.get("clients") or ["slurm_compute", "login", "k8s_worker"])
+        yield _SharedMount(
+            "the CephFS",
+            str(cephfs.get("mount") or "/mnt/cephfs"),
+            lambda node: bool(clients & set(node.roles)),
+            ("storage", "ceph", "cephfs", "clients"),
+            "add slurm_controller to storage.ceph.cephfs.clients",
+        )
+    nfs = storage.get("nfs") or {}
+    for i, export in enumerate(nfs.get("exports") or []):
+        if not isinstance(export, dict) or not export.get("mount"):
+            continue
+        yield _SharedMount(
+            f"the NFS export {export.get('path')}",
+            str(export["mount"]),
+            _nfs_client(export.get("network"), nfs.get("server")),
+            ("storage", "nfs", "exports", i, "network"),
+            "serve the export on a network the controllers are on, from a host that is not one",
+        )
+
+
+def _nfs_client(network: str | None, server: str | None) -> Callable[[Node], bool]:
+    """Every host on the export's network mounts it, the server excepted (docs/storage.md)."""
+
+    def mounts(node: Node) -> bool:
+        return network in node.networks and node.name != server
+
+    return mounts
+
+
+def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Iterator[Finding]:
+    """An HA pair shares slurmctld's state: the backup takes over from what the primary saved.
+    In the plan that is a path under a file system both controllers mount."""
+    state = (scheduler.get("slurm") or {}).get("state_save") or "/var/lib/slurm/slurmctld"
+    shares = list(_shared_mounts(plan))
+    holding = max((m for m in shares if m.holds(state)), key=lambda m: len(m.mount), default=None)
+    if holding is None:
+        mounts = ", ".join(m.mount for m in shares)
+        yield Finding(
+            "ha-state-not-shared",
+            "two slurm_controller hosts (an HA pair) need StateSaveLocation on shared storage; "
+            f"state_save {state} is on no file system the plan shares",
+            ("scheduler", "slurm", "state_save"),
+            hint=(
+                f"put state_save under a shared mount ({mounts})"
+                if shares
+                else "add storage.ceph.cephfs (or an NFS export) and put state_save under its "
+                "mount, or keep one controller"
+            ),
+        )
+        return
+    apart = [n.name for n in nodes if "slurm_controller" in n.roles and not holding.mounted_by(n)]
+    if apart:
+        yield Finding(
+            "ha-state-not-shared",
+            f"controller(s) {', '.join(apart)} do not mount {holding.what} ({holding.mount}) "
+            f"holding state_save {state}",
+            holding.where,
+            hint=holding.hint,
         )
 
 

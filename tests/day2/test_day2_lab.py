@@ -110,7 +110,12 @@ class Day2:
         )
 
     def controller(self) -> str:
-        return str(self.expanded["groups"]["slurm_controller"][0])
+        """The primary controller: the first in the plan's order, as slurm.conf lists them."""
+        return self.controllers()[0]
+
+    def controllers(self) -> list[str]:
+        group = set(self.expanded["groups"]["slurm_controller"])
+        return [host for host in self.expanded["hosts"] if host in group]
 
     def backup_host(self) -> str:
         return str(self.expanded["backups"]["target"]["host"])
@@ -293,7 +298,12 @@ def test_slurmctld_state_and_munge_key_come_back_with_the_queue(
 ) -> None:
     controller, job = day2.controller(), backed_up["job"]
     key_before = day2.sh(controller, "sha256sum /etc/munge/munge.key").split()[0]
-    state = "/var/lib/slurm/slurmctld"
+    state = day2.expanded["scheduler"]["slurm"]["state_save"]
+    # An HA pair's backup is stopped first, or it would take over the lost state
+    # (docs/operations.md: restoring the state of an HA pair).
+    standby = day2.controllers()[1:]
+    for host in standby:
+        day2.sh(host, "systemctl stop slurmctld")
     day2.sh(controller, f"systemctl stop slurmctld && rm -rf {state} /etc/munge/munge.key")
     restored = day2.playbook(
         "playbooks/restore.yml",
@@ -309,6 +319,8 @@ def test_slurmctld_state_and_munge_key_come_back_with_the_queue(
         "for i in $(seq 30); do scontrol ping | grep -q UP && exit 0; sleep 2; done; exit 1",
     )
     assert day2.sh(controller, f"squeue -h -j {job} -o %T").strip() == "PENDING"
+    for host in standby:
+        day2.sh(host, "systemctl start slurmctld")
     new = (
         day2.sh(controller, "cd /tmp && sbatch --parsable --begin=now+7days -t 1 --wrap 'sleep 1'")
         .strip()

@@ -32,10 +32,18 @@ def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
     scheduler.pop("slurm", None)
     scheduler["type"] = "kubernetes"
     scheduler["kubernetes"] = {"version": "1.36", "node_network": "compute"}
-    for group in plan["node_groups"].values():
-        group["roles"] = [_ROLES[r] for r in group.get("roles", []) if r in _ROLES] + [
-            r for r in group.get("roles", []) if not r.startswith("slurm")
+    # One control plane: the Slurm plan's HA pair (a primary and its backup) has no
+    # counterpart in an odd etcd quorum, so only the primary's group keeps the role.
+    groups = plan["node_groups"]
+    primary = next((g for g in groups if "slurm_controller" in groups[g].get("roles", [])), None)
+    for name, group in plan["node_groups"].items():
+        roles = [r for r in group.get("roles", []) if r != "slurm_controller" or name == primary]
+        group["roles"] = [_ROLES[r] for r in roles if r in _ROLES] + [
+            r for r in roles if not r.startswith("slurm")
         ]
+    cephfs = ((plan.get("storage") or {}).get("ceph") or {}).get("cephfs")
+    if cephfs and "clients" in cephfs:
+        cephfs["clients"] = list(dict.fromkeys(_ROLES.get(r, r) for r in cephfs["clients"]))
     return plan
 
 

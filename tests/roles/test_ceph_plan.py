@@ -134,7 +134,9 @@ def test_osd_disks_use_the_plan_device_or_the_lab_name(lab_expanded):
 
 def test_clients_and_their_narrow_caps(lab_expanded):
     clients = plan_filters.ceph_cephfs_clients(lab_expanded, list(lab_expanded["hosts"].values()))
-    assert sorted(clients) == lab_expanded["groups"]["slurm_compute"]
+    # the compute nodes, and the controllers whose shared state is on the CephFS
+    wanted = lab_expanded["groups"]["slurm_compute"] + lab_expanded["groups"]["slurm_controller"]
+    assert sorted(clients) == sorted(wanted)
     caps = plan_filters.ceph_client_caps("shared")
     assert caps == {
         "mon": "allow r fsname=shared",

@@ -172,7 +172,7 @@ def test_groups(plan, expanded):
     roles = {r for spec in plan["node_groups"].values() for r in spec["roles"]}
     for role in roles:
         assert groups[role] == members(lambda h, role=role: role in h["roles"])
-    assert groups["slurm_controller"] == ["head01"]
+    assert groups["slurm_controller"] == ["head01", "osd01"]  # the lab's HA pair
     assert groups["slurm_compute"] == ["cpu01", "gpu01", "gpu02", "infer01"]
     assert groups["ceph_mon"] == ["stor01", "stor02", "stor03"]
     assert groups["ceph_osd"] == ["osd01", "stor01", "stor02", "stor03"]

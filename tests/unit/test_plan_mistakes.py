@@ -541,4 +541,35 @@ def test_the_server_role_on_the_chosen_group_is_fine():
     )
     disk = "nodes: {head02: {disks: [{name: backup, size_gb: 8000, type: hdd, use: backup}]}}"
     text = edit((HEAD_GROUP, head + f", {disk}}}"), text=BASE + BACKUPS.replace("head01", "head02"))
-    assert report(text) == []
+    # two heads are also an HA pair of controllers: where they keep state is not this test's
+    assert [f for f in report(text) if f[1] != "ha-state-not-shared"] == []
+
+
+HA_HEADS = HEAD_GROUP.replace("count: 1", "count: 2")
+CPU_ROLES = "roles: [slurm_compute], pool: cpu}"
+NFS = """
+  nfs:
+    server: {server}
+    exports:
+      - {{path: /srv/slurm, network: {network}, mount: /var/spool/slurmctld}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("server", "network", "expected"),
+    [
+        ("cpu01", "mgmt", []),  # both controllers mount the export
+        ("head01", "mgmt", ["$.storage.nfs.exports[0].network"]),  # the server does not mount it
+    ],
+)
+def test_an_ha_pair_keeps_its_state_on_an_nfs_export_both_controllers_mount(
+    server, network, expected
+):
+    text = edit(
+        (HEAD_GROUP, HA_HEADS.replace("ceph_mgr]", "ceph_mgr, nfs_server]")),
+        (CPU_ROLES, "roles: [slurm_compute, nfs_server], pool: cpu}"),
+        ("  type: slurm\n", "  type: slurm\n  slurm: {state_save: /var/spool/slurmctld/state}\n"),
+        ("\nstorage:\n", "\nstorage:" + NFS.format(server=server, network=network)),
+    )
+    found = [f[2] for f in report(text) if f[1] == "ha-state-not-shared"]
+    assert found == expected

@@ -1,0 +1,290 @@
+"""Faults the Slurm cluster survives, proven on the lab after `site.yml` (docs/reliability.md).
+
+- The primary controller's slurmctld dies (SIGKILL): the backup takes over, a job running
+  before goes on to finish, a job submitted during the outage is accepted and runs; the
+  primary started again takes its role back and nothing is lost.
+- A compute node is lost (every link of it down, `cluster-plan lab fault --down`): Slurm sets
+  it DOWN, its requeueable job restarts on another node of the partition, its
+  non-requeueable job ends NODE_FAIL, and the node is back in service when its links return,
+  with no `scontrol update` from anyone (ReturnToService=2).
+
+Both change the shared lab, so they are `lab_changes` (run after the tests that read it) and
+put everything back. Timings are benchmarks/bench_failover.py's business, not asserted here.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+from lab_helpers import BIN, PLAN, ROOT, cli, on_node
+
+from cluster_plan.lab.converge import ansible_env
+
+# The shared session fixtures (`lab`, `converged_lab`), requested by `ha` below.
+from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+
+pytestmark = pytest.mark.lab
+
+T = TypeVar("T")
+
+
+@dataclass
+class SlurmHA:
+    expanded: dict[str, Any]
+
+    def sh(self, host: str, script: str, timeout: float = 180) -> str:
+        result = on_node(host, script, timeout=timeout)
+        assert result.returncode == 0, f"{host}: {script}\n{result.stdout}\n{result.stderr}"
+        return result.stdout
+
+    @property
+    def controllers(self) -> list[str]:
+        """The controllers in the plan's order: the primary first (as slurm.conf lists them)."""
+        group = set(self.expanded["groups"].get("slurm_controller", []))
+        return [host for host in self.expanded["hosts"] if host in group]
+
+    @property
+    def client(self) -> str:
+        """Where jobs are submitted from: a compute node, as a user's shell would be."""
+        return str(self.expanded["groups"]["slurm_compute"][0])
+
+    @property
+    def slurm(self) -> dict[str, Any]:
+        return dict(self.expanded["scheduler"]["slurm"])
+
+    def job(self, job: str) -> dict[str, str]:
+        """`scontrol show job` as a dict (JobState, NodeList, Restarts, ...)."""
+        out = self.sh(self.client, f"scontrol -o show job {job}")
+        return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def wait_for(probe: Callable[[], T], done: Callable[[T], bool], timeout: float, step=2.0) -> T:
+    """Probe until done(value) or the timeout; returns the last value either way."""
+    deadline = time.monotonic() + timeout
+    value = probe()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(step)
+        value = probe()
+    return value
+
+
+def ping(cluster: SlurmHA) -> dict[str, str]:
+    """`scontrol ping` from the client: controller -> UP or DOWN."""
+    out = on_node(cluster.client, "scontrol ping", timeout=60).stdout
+    return dict(re.findall(r"Slurmctld\(\w+\) at (\S+) is (\w+)", out))
+
+
+def sbatch(cluster: SlurmHA, options: str, timeout: float = 180) -> str:
+    out = cluster.sh(cluster.client, f"cd /tmp && sbatch --parsable {options}", timeout=timeout)
+    return out.strip().split(";")[0]
+
+
+def both_controllers_up(cluster: SlurmHA) -> None:
+    """Every controller's slurmctld running and answering (what the converge left, or what a
+    test put back)."""
+    for host in cluster.controllers:
+        cluster.sh(host, "systemctl reset-failed slurmctld; systemctl start slurmctld")
+    state = wait_for(
+        lambda: ping(cluster),
+        lambda p: sorted(p.values()) == ["UP"] * len(cluster.controllers),
+        timeout=120,
+    )
+    assert sorted(state) == sorted(cluster.controllers) and set(state.values()) == {"UP"}, state
+
+
+@pytest.fixture
+def ha(converged_lab: Converged) -> Iterator[SlurmHA]:  # noqa: F811
+    converged_lab.require_converged()
+    cluster = SlurmHA(converged_lab.expanded)
+    if len(cluster.controllers) != 2:
+        pytest.skip("the plan has no HA pair of Slurm controllers")
+    both_controllers_up(cluster)
+    yield cluster
+    both_controllers_up(cluster)
+
+
+def test_slurm_conf_names_the_pair_primary_first_and_state_on_the_shared_mount(ha: SlurmHA):
+    primary, backup = ha.controllers
+    state = ha.slurm["state_save"]
+    for host in ha.controllers:
+        conf = ha.sh(
+            host,
+            "grep -E '^(SlurmctldHost|StateSaveLocation|Slurm\\w*Timeout)=' /etc/slurm/slurm.conf",
+        )
+        hosts = re.findall(r"^SlurmctldHost=(\w+)\(", conf, re.M)
+        assert hosts == [primary, backup], conf
+        assert f"StateSaveLocation={state}\n" in conf
+        assert f"SlurmctldTimeout={ha.slurm['controller_timeout_s']}\n" in conf
+        assert f"SlurmdTimeout={ha.slurm['node_timeout_s']}\n" in conf
+        # the state directory is on the CephFS both mount, owned by the slurm user
+        mount = ha.expanded["storage"]["ceph"]["cephfs"]["mount"]
+        fs = ha.sh(host, f"findmnt -n -o TARGET,FSTYPE -T {state}").split()
+        assert fs == [mount, "fuse.ceph-fuse"], (host, fs)
+        assert ha.sh(host, f"stat -c %U {state}").strip() == "slurm"
+        # slurmctld starts only once that file system is mounted
+        after = ha.sh(host, "systemctl show slurmctld -p RequiresMountsFor -p After")
+        assert state in after and f"{mount.strip('/')}.mount" in after, after
+    # one state: what the primary wrote, the backup sees
+    assert ha.sh(backup, f"ls {state}/job_state").strip() == f"{state}/job_state"
+
+
+@pytest.mark.lab_changes
+def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_returns(ha: SlurmHA):
+    """The fault is slurmctld killed (SIGKILL) on the primary, not the whole of head01 down:
+    head01 also carries slurmdbd, a Ceph manager and MDS, NFS, NTP and the backups, and a
+    network cut of a controller that keeps running would leave two controllers writing one
+    state directory (Slurm has no fencing). A dead slurmctld is the failure the pair covers."""
+    primary, backup = ha.controllers
+    timeout = ha.slurm["controller_timeout_s"]
+    jobs: list[str] = []
+    try:
+        before = sbatch(ha, "-p training -t 5 --wrap 'sleep 90'")
+        jobs.append(before)
+        running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
+        assert running["JobState"] == "RUNNING", running
+
+        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        ha.sh(primary, "systemctl kill --signal=SIGKILL slurmctld")
+        # Submitted while no controller is in control: the client retries until the backup
+        # has taken over (within SlurmctldTimeout and a half, Slurm's own limit).
+        submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
+        tries = timeout * 3 // 5 + 10
+        during = (
+            ha.sh(
+                ha.client,
+                f"for i in $(seq {tries}); do {submit} && exit 0; sleep 5; done; exit 1",
+                timeout=timeout * 10 + 120,
+            )
+            .strip()
+            .splitlines()[-1]
+            .split(";")[0]
+        )
+        jobs.append(during)
+        assert ping(ha) == {primary: "DOWN", backup: "UP"}
+        log = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        assert "taking over" in log, log[-2000:]
+
+        ended = wait_for(
+            lambda: [ha.job(j)["JobState"] for j in (before, during)],
+            lambda states: states == ["COMPLETED", "COMPLETED"],
+            timeout=240,
+        )
+        assert ended == ["COMPLETED", "COMPLETED"], ended
+
+        # The primary comes back, asks the backup for control and reads the shared state.
+        log_lines = int(ha.sh(primary, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        ha.sh(primary, "systemctl reset-failed slurmctld; systemctl start slurmctld")
+        state = wait_for(
+            lambda: ping(ha), lambda p: p == {primary: "UP", backup: "UP"}, timeout=120
+        )
+        assert state == {primary: "UP", backup: "UP"}, state
+        after = sbatch(ha, "-p general -t 2 --wrap 'true'")
+        jobs.append(after)
+        assert int(after) > int(during)  # the job ids go on from the backup's
+        done = wait_for(lambda: ha.job(after), lambda j: j["JobState"] == "COMPLETED", 120)
+        assert done["JobState"] == "COMPLETED", done
+        # nothing lost: the primary knows both jobs of the outage and how they ended
+        assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
+        # and it is the primary that is in control again
+        since = ha.sh(primary, f"tail -n +{log_lines + 1} /var/log/slurm/slurmctld.log")
+        assert "Running as primary controller" in since, since[-2000:]
+    finally:
+        if jobs:
+            on_node(ha.client, "scancel " + " ".join(jobs))
+
+
+def fault(node: str, seconds: int) -> subprocess.Popen[str]:
+    """`cluster-plan lab fault PLAN NODE --down --duration SECONDS`, in the background: it
+    clears the fault by itself when the time is up."""
+    return subprocess.Popen(
+        [
+            str(BIN / "cluster-plan"),
+            "lab",
+            "fault",
+            str(PLAN),
+            node,
+            "--down",
+            "--duration",
+            str(seconds),
+        ],
+        cwd=ROOT,
+        env=ansible_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def node_state(cluster: SlurmHA, node: str) -> str:
+    """The node's state (sinfo lists a node once per partition; the state is the same)."""
+    out = on_node(cluster.client, f"sinfo -h -N -n {node} -o %T", timeout=60).stdout.split()
+    return out[0] if out else ""
+
+
+@pytest.mark.lab_changes
+def test_a_lost_node_goes_down_requeues_or_fails_its_jobs_and_returns_by_itself(ha: SlurmHA):
+    partition = "training"  # the one class over two nodes in the lab plan
+    nodes = ha.sh(ha.client, f"sinfo -h -N -p {partition} -o %N").split()
+    assert len(nodes) >= 2, nodes
+    detect = ha.slurm["node_timeout_s"]
+    jobs: list[str] = []
+    outage: subprocess.Popen[str] | None = None
+    lost = ""
+    try:
+        requeued = sbatch(ha, f"-p {partition} -t 10 --requeue --wrap 'sleep 600'")
+        jobs.append(requeued)
+        first = wait_for(lambda: ha.job(requeued), lambda j: j["JobState"] == "RUNNING", 120)
+        assert first["JobState"] == "RUNNING", first
+        lost = first["NodeList"]
+        failed = sbatch(ha, f"-p {partition} -t 10 --no-requeue -w {lost} --wrap 'sleep 600'")
+        jobs.append(failed)
+        held = wait_for(lambda: ha.job(failed), lambda j: j["JobState"] == "RUNNING", 120)
+        assert held["JobState"] == "RUNNING", held
+
+        # Bounded by itself (cleared after that long even if this test dies); cleared below as
+        # soon as Slurm has done what it should, requeued job's start delay included.
+        outage = fault(lost, detect * 4 + 300)
+        down = wait_for(lambda: node_state(ha, lost), lambda s: s.startswith("down"), detect * 3)
+        assert down.startswith("down"), down
+        gone = wait_for(lambda: ha.job(failed), lambda j: j["JobState"] != "RUNNING", 60)
+        assert gone["JobState"] == "NODE_FAIL", gone
+        moved = wait_for(
+            lambda: ha.job(requeued),
+            lambda j: j["JobState"] == "RUNNING" and j["NodeList"] != lost,
+            timeout=300,
+        )
+        assert moved["JobState"] == "RUNNING" and moved["NodeList"] in nodes, moved
+        assert moved["NodeList"] != lost and int(moved["Restarts"]) >= 1, moved
+
+        # The links come back; nobody runs `scontrol update`.
+        cleared = cli("lab", "fault", str(PLAN), lost, "--clear")
+        assert cleared.returncode == 0, cleared.stderr
+        outage.send_signal(signal.SIGINT)  # its wait ends (and it clears once more)
+        outage.communicate(timeout=60)
+        # It returns at slurmctld's next registration request, which a DOWN node gets once
+        # every 21 pings (SlurmdTimeout/3 apart): about 7 x SlurmdTimeout; two rounds allowed.
+        back = wait_for(lambda: node_state(ha, lost), lambda s: s == "idle", detect * 14 + 120)
+        assert back == "idle", back
+        reason = ha.sh(ha.client, f"sinfo -h -N -n {lost} -R -o %E").strip()
+        assert not reason, reason
+        # what still ran there while it was cut off is killed: those jobs live elsewhere now
+        left = wait_for(
+            lambda: on_node(lost, "pgrep -f 'slee[p] 600' || true", timeout=60).stdout.strip(),
+            lambda pids: not pids,
+            timeout=120,
+        )
+        assert not left, left
+    finally:
+        if outage is not None and outage.poll() is None:
+            cli("lab", "fault", str(PLAN), lost, "--clear")
+            outage.send_signal(signal.SIGINT)
+            outage.wait(timeout=60)
+        if jobs:
+            on_node(ha.client, "scancel " + " ".join(jobs))
