@@ -123,6 +123,8 @@ def main() -> int:
     )
     base: dict[str, float] | None = None
     with tempfile.TemporaryDirectory(prefix="cluster-plan-growth-") as folder:
+        # the sizes' backup passphrases go with their labs, never into the tester's home
+        os.environ["CLUSTER_PLAN_SECRETS_DIR"] = str(Path(folder) / "secrets")
         for nodes in sizes:
             f = measure(nodes, Path(folder), playbooks)
             base = base or f
