@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -196,6 +198,31 @@ def test_putting_back_a_lost_directory(tmp_path: Path) -> None:
     backup.put_back(staging, str(live / "state"), "x")
     assert (live / "state/job_state").read_text() == "jobs"
     assert not list(live.glob("state.before-restore-*"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_putting_back_across_file_systems_keeps_owners(tmp_path: Path) -> None:
+    """An HA pair's state lives on a shared file system, the staging on the node's disk: the
+    restored directory keeps its owner (slurmctld writes it as `slurm`), mode and contents."""
+    shared = Path(tempfile.mkdtemp(dir="/dev/shm"))  # tmpfs: another file system than /tmp
+    try:
+        if os.stat(shared).st_dev == os.stat(tmp_path).st_dev:
+            pytest.skip("/dev/shm and the test's folder are one file system here")
+        staging, live = tmp_path / "staging", shared / "live"
+        _tree(staging, {f"{live}/state/job_state".lstrip("/"): "jobs"})
+        state = staging / str(live / "state").lstrip("/")
+        for path in (state, state / "job_state"):
+            os.chown(path, 4242, 4243)
+        state.chmod(0o700)
+        note = backup.put_back(staging, str(live / "state"), "x")
+        assert note == f"restored {live / 'state'}"
+        restored = live / "state"
+        assert (restored / "job_state").read_text() == "jobs"
+        for path in (restored, restored / "job_state"):
+            assert (path.stat().st_uid, path.stat().st_gid) == (4242, 4243), path
+        assert restored.stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_the_command_line_says_what_is_wrong_without_a_traceback(

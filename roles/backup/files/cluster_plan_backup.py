@@ -522,7 +522,17 @@ def put_back(staging: Path, path: str, stamp: str) -> str:
         shutil.move(str(target), aside)
         kept = f" (the previous one is kept as {aside})"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(restored), target)
+    if os.lstat(restored).st_dev == os.stat(target.parent).st_dev:
+        os.rename(restored, target)
+    else:
+        # Across file systems (an HA pair's state on CephFS or NFS; staging on the node's
+        # disk) a rename cannot work and shutil.move's copy drops owners: slurmctld could not
+        # write a state directory restored as root's. cp -a keeps owners, modes, times, links.
+        copied = subprocess.run(
+            ["cp", "-a", "--", str(restored), str(target)], capture_output=True, text=True
+        )
+        if copied.returncode != 0:
+            raise BackupError(f"cannot put {path} back: {copied.stderr.strip()}")
     return f"restored {path}{kept}"
 
 
