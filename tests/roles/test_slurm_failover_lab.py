@@ -140,7 +140,7 @@ def test_slurm_conf_names_the_pair_primary_first_and_state_on_the_shared_mount(h
     strict=False,
     reason="known defect, issue 14: after the hand-back the backup can hang ('backup not "
     "completely done relinquishing control. Old state possible') and a job submitted during "
-    "the outage was then unknown to the primary (2 of 3 hand-backs seen); docs/reliability.md",
+    "the outage was then unknown to the primary (2 of 4 hand-backs seen); docs/reliability.md",
 )
 def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_returns(ha: SlurmHA):
     """The fault is slurmctld killed (SIGKILL) on the primary, not the whole of head01 down:
