@@ -3,24 +3,28 @@ with Ansible's defaults (no pipelining, no SSH ControlPersist, no fact cache, 5 
 
     .venv/bin/python benchmarks/bench_converge.py [--plan PLAN] [--playbook site.yml ...]
 
-Prints figures and the defaults/tuned ratio; asserts nothing about time. Needs root and the
-lab (`cluster-plan lab up PLAN`); says so and exits 0 without them, so `make bench` runs
-anywhere. "First" is only a first converge on a freshly made lab: on a converged lab it is
-one more re-run, and the output says which it was.
+Prints figures, the defaults/tuned ratio and the re-run's slowest tasks; asserts nothing
+about time. Needs root and the lab (`cluster-plan lab up PLAN`); says so and exits 0 without
+them, so `make bench` runs anywhere. "First" is only a first converge on a freshly made lab:
+on a converged lab it is one more re-run, and the output says which it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+TOP = 20
 RECAP = re.compile(
     r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
 )
@@ -114,9 +118,15 @@ def main() -> int:
     label = "re-run (lab was converged already)" if converged else "first converge"
     print(f"playbooks: {' '.join(playbooks)}   plan: {args.plan}")
     figures = []
+    times = Path(tempfile.mkdtemp(prefix="bench-converge-")) / "task-times.json"
+    timed = {  # the re-run names where its time goes (callback cluster_plan.cluster.task_times)
+        "ANSIBLE_CALLBACKS_ENABLED": "cluster_plan.cluster.problem_summary,"
+        "cluster_plan.cluster.task_times",
+        "CLUSTER_PLAN_TASK_TIMES": str(times),
+    }
     for name, env in (
         (label, None),
-        ("idempotent re-run", None),
+        ("idempotent re-run", timed),
         ("re-run, Ansible defaults", ANSIBLE_DEFAULTS),
     ):
         seconds, rc, changed, hosts = run(args.plan, playbooks, env)
@@ -124,6 +134,11 @@ def main() -> int:
         print(f"{name:<38} {seconds:7.1f} s   rc={rc} changed={changed} hosts={hosts}")
         if rc != 0:
             return 1
+    spent = json.loads(times.read_text())
+    shutil.rmtree(times.parent)
+    print(f"the idempotent re-run's {TOP} slowest tasks (wall time, all hosts together):")
+    for task, seconds in sorted(spent.items(), key=lambda kv: kv[1], reverse=True)[:TOP]:
+        print(f"  {seconds:7.1f} s  {100 * seconds / figures[1]:5.1f} %  {task}")
     load = os.getloadavg()[0]
     print(
         f"defaults / tuned re-run: {figures[2] / figures[1]:.2f}x   "
