@@ -10,7 +10,8 @@ BIN := $(VENV)/bin
 # Host packages: the lab (debootstrap, nftables, iperf3, fping, netcat) and the Lua tests.
 APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables iperf3 fping \
 	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin
-PYTEST_ARGS ?=
+# The 40 slowest tests are listed at the end of every run: where CI's time goes.
+PYTEST_ARGS ?= --durations=40
 
 .PHONY: help deps apt-deps lab lab-down test lint bench check-plans
 
