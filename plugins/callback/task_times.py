@@ -61,8 +61,7 @@ class CallbackModule(CallbackBase):
 
     def _open(self, task: Any, prefix: str = "") -> None:
         self._close()
-        role = task._role.get_name() if getattr(task, "_role", None) else ""
-        self._current = prefix + (f"{role} : " if role else "") + task.get_name()
+        self._current = prefix + task.get_name()  # "role : task" for a role's task
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         self._open(task)
