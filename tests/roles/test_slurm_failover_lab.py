@@ -131,17 +131,18 @@ def test_slurm_conf_names_the_pair_primary_first_and_state_on_the_shared_mount(h
         # slurmctld starts only once that file system is mounted
         after = ha.sh(host, "systemctl show slurmctld -p RequiresMountsFor -p After")
         assert state in after and f"{mount.strip('/')}.mount" in after, after
+        # the hand-back: the primary waits for a backup in control; a backup notes its stop
+        unit = ha.sh(host, "systemctl show slurmctld -p ExecStartPre -p ExecStopPost -p Restart")
+        if host == primary:
+            assert f"slurmctld-handback {state} " in unit and "Restart=no" in unit, unit
+        else:
+            assert f"slurmctld-handback --stopped {state} {host}" in unit, unit
+            assert "Restart=always" in unit, unit
     # one state: what the primary wrote, the backup sees
     assert ha.sh(backup, f"ls {state}/job_state").strip() == f"{state}/job_state"
 
 
 @pytest.mark.lab_changes
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect, issue 14: after the hand-back the backup can hang ('backup not "
-    "completely done relinquishing control. Old state possible') and a job submitted during "
-    "the outage was then unknown to the primary (2 of 4 hand-backs seen); docs/reliability.md",
-)
 def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_returns(ha: SlurmHA):
     """The fault is slurmctld killed (SIGKILL) on the primary, not the whole of head01 down:
     head01 also carries slurmdbd, a Ceph manager and MDS, NFS, NTP and the backups, and a
@@ -184,9 +185,17 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         )
         assert ended == ["COMPLETED", "COMPLETED"], ended
 
-        # The primary comes back, asks the backup for control and reads the shared state.
+        # The primary comes back: before it starts, the backup in control saves all of its
+        # state and stops (slurmctld-handback), then the primary reads the shared state.
         log_lines = int(ha.sh(primary, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        since = ha.sh(primary, "date '+%Y-%m-%d %H:%M:%S'").strip()
         ha.sh(primary, "systemctl reset-failed slurmctld; systemctl start slurmctld")
+        handback = ha.sh(primary, f"journalctl -u slurmctld --since '{since}' -o cat")
+        assert "backup controller 1 is in control" in handback, handback
+        assert f"{backup} saved its state and stopped" in handback, handback
+        stopping = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        assert "Saving all slurm state" in stopping, stopping[-2000:]
         state = wait_for(
             lambda: ping(ha), lambda p: p == {primary: "UP", backup: "UP"}, timeout=120
         )
@@ -198,9 +207,11 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         assert done["JobState"] == "COMPLETED", done
         # nothing lost: the primary knows both jobs of the outage and how they ended
         assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
-        # and it is the primary that is in control again
-        since = ha.sh(primary, f"tail -n +{log_lines + 1} /var/log/slurm/slurmctld.log")
-        assert "Running as primary controller" in since, since[-2000:]
+        # and it is the primary that is in control again, the backup a standby
+        primary_log = ha.sh(primary, f"tail -n +{log_lines + 1} /var/log/slurm/slurmctld.log")
+        assert "Running as primary controller" in primary_log, primary_log[-2000:]
+        assert "Old state possible" not in stopping
+        assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
     finally:
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))

@@ -1,0 +1,120 @@
+"""slurmctld-handback, the HA pair's hand-back helper (roles/slurm/files): the returning
+primary waits for the backup in control to save its state and stop. Runs the script itself,
+with a stand-in `scontrol` that plays the backup: it writes the backup's stopped note (as the
+backup's ExecStopPost would) after a delay, or never."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "files" / "slurmctld-handback"
+
+
+def beat(state: Path, written: float, index: int) -> None:
+    (state / "heartbeat").write_bytes(struct.pack(">QQ", int(written), index))
+
+
+def run(state: Path, tmp_path: Path, backup_stops_after: float | None, timeout_s: int = 20):
+    """The primary's ExecStartPre, with `scontrol` replaced: it logs its arguments and, like
+    the backup told to shut down, notes 'stopped' after `backup_stops_after` seconds."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    act = ""
+    if backup_stops_after is not None:
+        act = (
+            f"(sleep {backup_stops_after}; {sys.executable} {SCRIPT} --stopped {state} osd01) "
+            ">/dev/null 2>&1 &"
+        )
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(
+        f'#!/bin/sh\necho "$@" >> {tmp_path}/scontrol.calls\n{act}\n'
+        'echo "slurm_shutdown error: Unable to contact slurm controller" >&2\nexit 1\n'
+    )
+    scontrol.chmod(0o755)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(state), str(timeout_s)],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + 30,
+        check=False,
+    )
+    calls = tmp_path / "scontrol.calls"
+    return (
+        done,
+        (calls.read_text().splitlines() if calls.exists() else []),
+        (time.monotonic() - started),
+    )
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    return folder
+
+
+def test_a_backup_in_control_is_stopped_and_waited_for(state: Path, tmp_path: Path) -> None:
+    beat(state, time.time() - 3, index=1)
+    done, calls, seconds = run(state, tmp_path, backup_stops_after=2)
+    assert done.returncode == 0, done.stderr
+    assert calls == ["shutdown slurmctld"]
+    assert "backup controller 1 is in control" in done.stdout
+    assert "osd01 saved its state and stopped" in done.stdout
+    assert 2 <= seconds < 15  # it waited for the backup, and no longer
+    assert (state / "cluster-plan-handback" / "osd01.stopped").read_text().strip().isdigit()
+
+
+@pytest.mark.parametrize(
+    ("written_ago", "index", "why"),
+    [
+        (3, 0, "the primary wrote the last heartbeat: no takeover happened"),
+        (3600, 1, "a backup's heartbeat an hour old: that backup is gone too"),
+        (None, None, "no heartbeat at all (a new cluster)"),
+    ],
+)
+def test_nothing_to_take_back_starts_at_once(
+    state: Path, tmp_path: Path, written_ago: int | None, index: int | None, why: str
+) -> None:
+    if written_ago is not None and index is not None:
+        beat(state, time.time() - written_ago, index)
+    done, calls, _ = run(state, tmp_path, backup_stops_after=None)
+    assert done.returncode == 0, why
+    assert calls == [], why
+    assert "no backup controller is in control; starting" in done.stdout, why
+
+
+def test_an_old_note_does_not_count_and_a_silent_backup_does_not_block(
+    state: Path, tmp_path: Path
+) -> None:
+    # osd01 stopped long ago (an old note); now it holds control and never answers
+    (state / "cluster-plan-handback").mkdir()
+    (state / "cluster-plan-handback" / "osd01.stopped").write_text(f"{int(time.time()) - 600}\n")
+    beat(state, time.time(), index=1)
+    done, calls, seconds = run(state, tmp_path, backup_stops_after=None, timeout_s=3)
+    assert done.returncode == 0  # the primary starts anyway: Slurm's own hand-back follows
+    assert calls == ["shutdown slurmctld"]
+    assert "no backup reported it had stopped within 3s; starting anyway" in done.stdout
+    assert 3 <= seconds < 20
+
+
+def test_a_cut_short_heartbeat_or_bad_arguments(state: Path, tmp_path: Path) -> None:
+    (state / "heartbeat").write_bytes(b"\x00\x01")
+    done, calls, _ = run(state, tmp_path, backup_stops_after=None)
+    assert done.returncode == 0 and calls == []
+    usage = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False
+    )
+    assert usage.returncode == 2 and "slurmctld-handback STATE_DIR TIMEOUT_S" in usage.stderr
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), str(state), "soon"], capture_output=True, text=True
+    )
+    assert bad.returncode == 0 and "ValueError" in bad.stdout  # never keeps slurmctld down
