@@ -44,6 +44,21 @@ def ansible_env() -> dict[str, str]:
     }
 
 
+def vault_view(path: Path) -> str:
+    """A file the controller keeps, as text: decrypted with `ansible-vault view` (and the vault
+    password Ansible is configured with) when Ansible Vault encrypted it, as it is otherwise."""
+    text = path.read_text()
+    if not text.startswith("$ANSIBLE_VAULT;"):
+        return text
+    return subprocess.run(
+        [str(BIN / "ansible-vault"), "view", str(path)],
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def playbook(
     plan: Path, playbooks: list[str], *extra: str, timeout: float = CONVERGE_TIMEOUT_S
 ) -> Run:

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.lab.converge import CONVERGE_TIMEOUT_S, recap
+from cluster_plan.lab.converge import CONVERGE_TIMEOUT_S, recap, vault_view
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `day2` below.
 from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
@@ -356,16 +356,7 @@ def test_one_file_is_restored_alone(day2: Day2, backed_up: dict[str, Any]) -> No
 def _kept_passphrase(kept: Path) -> str:
     """The controller's copy, decrypted when Ansible Vault encrypts it (the session lab
     configures a vault password: tests/roles/test_secrets_lab.py)."""
-    text = kept.read_text()
-    if not text.startswith("$ANSIBLE_VAULT;"):
-        return text.strip()
-    return subprocess.run(
-        [str(BIN / "ansible-vault"), "view", str(kept)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    return vault_view(kept).strip()
 
 
 @pytest.mark.lab_changes

@@ -12,21 +12,19 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lab_helpers import PLAN, cli, on_node
 
-from cluster_plan.lab.converge import ansible_env
+from cluster_plan.lab.converge import vault_view
 
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
 from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
 pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 PASSPHRASE = "/var/lib/cluster-plan-backup/passphrase"
 
 
@@ -78,13 +76,7 @@ def test_backup_passphrases_are_vault_encrypted_on_the_controller(
         stored = kept.read_text()
         assert stored.startswith("$ANSIBLE_VAULT;1.1;AES256\n"), host
         assert oct(kept.stat().st_mode & 0o777) == "0o600", host
-        plain = subprocess.run(
-            [str(BIN / "ansible-vault"), "view", str(kept)],
-            env=ansible_env(),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        plain = vault_view(kept).strip()
         assert plain == secrets[f"backup passphrase of {host}"], host
         rows.append(f"{host:<8} {kept}  vault-encrypted, 0600, decrypts to the node's")
     print("\nbackup passphrases on the controller:\n" + "\n".join(rows))
