@@ -654,12 +654,20 @@ def test_adding_a_storage_node_places_its_osd_in_its_rack_and_rebalances(
     ceph: CephLab, written: Written, tmp_path: Path
 ):
     plan = yaml.safe_load(PLAN.read_text())
-    group = next(
-        g
-        for g, spec in plan["node_groups"].items()
-        if spec.get("roles") and "ceph_osd" in spec["roles"] and "ceph_mon" not in spec["roles"]
+    # A new group of one storage node, an OSD and nothing else, like the lab's OSD-only host:
+    # growing an existing group would also grow whatever else it runs (the lab's `osd` group
+    # carries the backup Slurm controller, and `stor` the monitors, whose count stays odd).
+    like = next(
+        spec
+        for spec in plan["node_groups"].values()
+        if "ceph_osd" in spec.get("roles", []) and "ceph_mon" not in spec.get("roles", [])
     )
-    plan["node_groups"][group]["count"] += 1
+    plan["node_groups"]["osd_grown"] = {
+        **like,
+        "count": 1,
+        "hostname": "osdn{n:02d}",
+        "roles": ["ceph_osd"],
+    }
     grown_plan = tmp_path / "cluster.yml"
     grown_plan.write_text(yaml.safe_dump(plan, sort_keys=False))
     shutil.copy(PLAN.with_suffix(".lock.json"), tmp_path / "cluster.lock.json")
