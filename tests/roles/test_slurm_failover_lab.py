@@ -196,6 +196,7 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         assert f"{backup} saved its state and stopped" in handback, handback
         stopping = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
         assert "Saving all slurm state" in stopping, stopping[-2000:]
+        assert "Old state possible" not in stopping, stopping[-2000:]
         state = wait_for(
             lambda: ping(ha), lambda p: p == {primary: "UP", backup: "UP"}, timeout=120
         )
@@ -210,7 +211,6 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         # and it is the primary that is in control again, the backup a standby
         primary_log = ha.sh(primary, f"tail -n +{log_lines + 1} /var/log/slurm/slurmctld.log")
         assert "Running as primary controller" in primary_log, primary_log[-2000:]
-        assert "Old state possible" not in stopping
         assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
     finally:
         if jobs:
