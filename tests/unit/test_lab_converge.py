@@ -44,8 +44,12 @@ def test_vault_view_with_the_wrong_password_fails(
     wrong.write_text("two\n")
     secret = tmp_path / "passphrase"
     secret.write_text("x\n")
+    # The password comes from the environment only: a lab session exports its own
+    # ANSIBLE_VAULT_PASSWORD_FILE, and a second --vault-password-file beside it makes
+    # ansible-vault refuse to choose between two default vault ids (exit 5).
     subprocess.run(
-        [str(BIN / "ansible-vault"), "encrypt", "--vault-password-file", str(right), str(secret)],
+        [str(BIN / "ansible-vault"), "encrypt", str(secret)],
+        env={**os.environ, "ANSIBLE_VAULT_PASSWORD_FILE": str(right)},
         capture_output=True,
         check=True,
     )
