@@ -89,6 +89,8 @@ class Controller:
                 f"--vault-password-file={self.vault_password}",
                 str(self.kept),
             ],
+            # Only this password: a lab session exports its own ANSIBLE_VAULT_PASSWORD_FILE.
+            env={k: v for k, v in os.environ.items() if k != "ANSIBLE_VAULT_PASSWORD_FILE"},
             capture_output=True,
             text=True,
             check=True,
