@@ -1,11 +1,13 @@
-"""Converge time of the playbooks on the lab: first run, idempotent re-run, and the same re-run
-with Ansible's defaults (no pipelining, no SSH ControlPersist, no fact cache, 5 forks).
+"""Converge time of the playbooks on the lab: first run, idempotent re-run, the same re-run
+under Ansible's own linear strategy instead of ansible.cfg's mitogen_linear, and with Ansible's
+defaults (linear, no pipelining, no SSH ControlPersist, no fact cache, 5 forks).
 
     .venv/bin/python benchmarks/bench_converge.py [--plan PLAN] [--playbook site.yml ...]
 
-Prints figures, the defaults/tuned ratio (`--no-defaults` skips that slow run), the re-run's
-slowest tasks, and a baseline from the same run: 20 tasks that do nothing (`command: true`)
-on every host, so the re-run can be read as "N tasks x what one task costs here"; asserts
+Prints figures, the linear/Mitogen and defaults/tuned ratios (`--no-defaults` skips that slow
+run), the re-run's slowest tasks, and a baseline from the same run: 20 tasks that do nothing
+(`command: true`) on every host, under each strategy, so the re-run can be read as "N tasks x
+what one task costs here"; asserts
 nothing about time. Needs root and the lab (`cluster-plan lab up PLAN`); says so and exits 0 without
 them, so `make bench` runs anywhere. "First" is only a first converge on a freshly made lab:
 on a converged lab it is one more re-run, and the output says which it was.
@@ -42,7 +44,9 @@ RECAP = re.compile(
 )
 # What Ansible does when ansible.cfg says nothing: its own ssh_args are
 # "-C -o ControlMaster=auto -o ControlPersist=60s"; ControlPersist is switched off here.
+LINEAR = {"ANSIBLE_STRATEGY": "linear"}
 ANSIBLE_DEFAULTS = {
+    **LINEAR,
     "ANSIBLE_PIPELINING": "False",
     "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=no",
     "ANSIBLE_CACHE_PLUGIN": "memory",
@@ -141,7 +145,7 @@ def main() -> int:
         "cluster_plan.cluster.task_times",
         "CLUSTER_PLAN_TASK_TIMES": str(times),
     }
-    runs = [(label, None), ("idempotent re-run", timed)]
+    runs = [(label, None), ("idempotent re-run", timed), ("re-run, linear strategy", LINEAR)]
     if not args.no_defaults:
         runs.append(("re-run, Ansible defaults", ANSIBLE_DEFAULTS))
     for name, env in runs:
@@ -154,15 +158,19 @@ def main() -> int:
     # The baseline: what one task that does nothing costs on every host of the plan, here.
     empty = times.parent / "empty.yml"
     empty.write_text(EMPTY_PLAY.format(tasks=EMPTY_TASK * EMPTY_TASKS))
-    seconds, rc, _, hosts = run(args.plan, [str(empty)])
+    costs = {}
+    for strategy, env in (("mitogen_linear", None), ("linear", LINEAR)):
+        seconds, rc, _, hosts = run(args.plan, [str(empty)], env)
+        if rc != 0:
+            shutil.rmtree(times.parent)
+            return 1
+        costs[strategy] = seconds / EMPTY_TASKS
+        print(
+            f"{EMPTY_TASKS} empty tasks on {hosts} hosts, {strategy:<14} {seconds:7.1f} s   "
+            f"{costs[strategy]:.2f} s per task"
+        )
     shutil.rmtree(times.parent)
-    if rc != 0:
-        return 1
-    per_task = seconds / EMPTY_TASKS
-    print(
-        f"{EMPTY_TASKS} empty tasks on {hosts} hosts{'':<9} {seconds:7.1f} s   "
-        f"{per_task:.2f} s per task"
-    )
+    per_task = costs["mitogen_linear"]
     print(
         f"the re-run ran {len(spent)} distinct tasks: {len(spent)} x {per_task:.2f} s = "
         f"{len(spent) * per_task:.0f} s if each cost what an empty task costs "
@@ -172,8 +180,9 @@ def main() -> int:
     for task, seconds in sorted(spent.items(), key=lambda kv: kv[1], reverse=True)[:TOP]:
         print(f"  {seconds:7.1f} s  {100 * seconds / figures[1]:5.1f} %  {task}")
     load = os.getloadavg()[0]
+    print(f"linear / mitogen_linear re-run: {figures[2] / figures[1]:.2f}x")
     if not args.no_defaults:
-        print(f"defaults / tuned re-run: {figures[2] / figures[1]:.2f}x")
+        print(f"defaults / tuned re-run: {figures[3] / figures[1]:.2f}x")
     print(f"(goal for the re-run: < 60 s; load average {load:.1f} on {os.cpu_count()} CPUs)")
     return 0
 

@@ -26,8 +26,13 @@ REASON_CHARS = 160  # one readable line: ssh's message is long and says the same
 
 def _one_line(text: Any) -> str:
     line = " ".join(str(text or "").split())
-    # "... Make sure this host can be reached over ssh: ssh: connect to host ...": ssh's words
-    line = re.split(r"(?:over|via) ssh: ", line)[-1]
+    # ssh's own words, after Ansible's "... can be reached over ssh: " or, under the
+    # mitogen_linear strategy, "Task failed: EOF on stream; last 100 lines received: "
+    line = re.split(r"(?:over|via) ssh: |last \d+ lines received: ", line)[-1]
+    # Mitogen, when the host went away during a task: its long apology, then the cause
+    lost = re.search(r"Mitogen was disconnected .*? Original error was: (.*)", line)
+    if lost:
+        line = f"lost during a task: {lost.group(1)}"
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
 
 

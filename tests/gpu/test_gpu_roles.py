@@ -27,6 +27,11 @@ def run_gpu_playbook(
         "ANSIBLE_CACHE_PLUGIN": "memory",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_LOCALHOST_WARNING": "false",
+        # The role runs here on the controller's own Python, which has no python3-apt, so the
+        # apt module re-runs itself under /usr/bin/python3: Ansible's linear strategy can,
+        # Mitogen cannot (mitogen-hq/mitogen issue 849). Nodes run a Python with python3-apt
+        # (roles/common installs it), so ansible.cfg's mitogen_linear serves them.
+        "ANSIBLE_STRATEGY": "linear",
     }
     command = [
         str(Path(sys.executable).parent / "ansible-playbook"),

@@ -16,7 +16,7 @@ from cluster_plan.lab.converge import RECAP, ansible_env, recap
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO / "plugins" / "callback"))
-from problem_summary import summary  # noqa: E402
+from problem_summary import _one_line, summary  # noqa: E402
 
 LOST_SSH = """#!/bin/sh
 echo "ssh: connect to host lost01 port 22: No route to host" >&2
@@ -112,3 +112,27 @@ def test_summary_names_hosts_from_the_final_stats(
     stats: dict[str, dict[str, int]], lines: list[str]
 ) -> None:
     assert summary({"a": "gone"}, {"a": "Earlier", "b": "Install"}, stats) == lines
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # Ansible's ssh connection
+        "Failed to connect to the host via ssh: ssh: connect to host lost01 port 22: "
+        "No route to host",
+        # Mitogen's (the mitogen_linear strategy ansible.cfg runs)
+        "Task failed: EOF on stream; last 100 lines received:\n"
+        "ssh: connect to host lost01 port 22: No route to host\r",
+    ],
+)
+def test_the_reason_is_ssh_s_own_words_under_either_connection(message: str) -> None:
+    assert _one_line(message) == "ssh: connect to host lost01 port 22: No route to host"
+
+
+def test_a_host_lost_during_a_task_under_mitogen_is_named_with_the_cause() -> None:
+    message = (
+        "Task failed: Mitogen was disconnected from the remote environment while a call was "
+        "in-progress. If you feel this is in error, please file a bug. Original error was: "
+        "the respondent Context has disconnected"
+    )
+    assert _one_line(message) == "lost during a task: the respondent Context has disconnected"
