@@ -501,6 +501,34 @@ def test_data_survives_a_storage_node_down_and_its_return(ceph: CephLab, written
 
 
 @pytest.mark.lab_changes
+def test_an_evicted_client_is_mounted_again_by_the_next_run(ceph: CephLab):
+    """A node away longer than the MDS's session timeout comes back evicted: its mount is
+    still listed, and every call on it fails. The next run of the storage stage finds that
+    and mounts the file system again (roles/ceph/tasks/client.yml)."""
+    fs = ceph.expanded["storage"]["ceph"]["cephfs"]
+    client = ceph.group("slurm_compute")[-1]
+    sessions = ceph.ceph(f"tell mds.{fs['name']}:0 client ls")
+    ids = [s["id"] for s in sessions if s["client_metadata"].get("hostname") == client]
+    assert ids, f"{client} has no CephFS session: {sessions}"
+    for session in ids:
+        ceph.sh(ceph.admin, f"ceph tell mds.{fs['name']}:0 client evict id={session}")
+    broken = on_node(client, f"stat -- {fs['mount']}")
+    assert broken.returncode != 0, f"{client}: {fs['mount']} still answers after the eviction"
+
+    run = playbook(PLAN, ["playbooks/storage.yml"], "--limit", client)
+    assert run.ok, run.result.stdout[-3000:]
+    changes = changed_lines(run.result.stdout)
+    assert len(changes) == 1 and changes[0].startswith(
+        "TASK [ceph : Mount the file system again where its client was evicted]"
+    ), "\n".join(changes)
+    ceph.sh(client, f"stat -- {fs['mount']} && ls {fs['mount']}/volumes")
+    again = playbook(PLAN, ["playbooks/storage.yml"], "--limit", client)
+    assert again.ok and recap(again.result.stdout)[client]["changed"] == 0, "\n".join(
+        changed_lines(again.result.stdout)
+    )
+
+
+@pytest.mark.lab_changes
 def test_cluster_keeps_serving_with_one_monitor_of_three_stopped(ceph: CephLab, written: Written):
     mons = ceph.group("ceph_mon")
     assert len(mons) == 3
