@@ -184,6 +184,10 @@ def _lab_env(lab_id: str) -> dict[str, str]:
     return {**os.environ, "CLUSTER_PLAN_LAB_ID": lab_id}
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("point", ["early", "middle", "late"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_lab_up_interrupted_then_down_leaves_nothing(
@@ -210,6 +214,9 @@ def test_lab_up_interrupted_then_down_leaves_nothing(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # Ctrl-C as in a terminal: a test run started in the background (`make test &`)
+            # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+            preexec_fn=_sigint_default,
         )
         inodes: set[int] = set()
         try:
