@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from lab_helpers import BIN, PLAN, ROOT, cli
+from lab_helpers import BIN, PLAN, ROOT, cli, sigint_default
 
 from cluster_plan.lab.converge import ansible_env, changed_lines, playbook, recap
 
@@ -60,6 +60,7 @@ def _site_losing(victim: str) -> tuple[int, str, float]:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     text=True,
+                    preexec_fn=sigint_default,  # stopped with SIGINT when the run ends
                 )
         rc = run.wait()
     finally:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
-from lab_helpers import BIN, PLAN, ROOT, cli, on_node
+from lab_helpers import BIN, PLAN, ROOT, cli, on_node, sigint_default
 
 from cluster_plan.lab.converge import ansible_env
 
@@ -236,6 +236,7 @@ def fault(node: str, seconds: int) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=sigint_default,  # the test ends its wait with SIGINT
     )
 
 
