@@ -58,6 +58,13 @@ TOOLS = (
 )
 
 
+def sigint_default() -> None:
+    """preexec_fn for a lab command a test stops with SIGINT, as Ctrl-C in a terminal would:
+    a suite started in the background (`make test &`) inherits SIGINT ignored, and Python
+    then never raises KeyboardInterrupt, so the command would not stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def skip_unless_lab_machine() -> None:
     """Skip (with the reason) where the lab cannot run: not root, or tools missing."""
     if os.geteuid() != 0:

@@ -18,7 +18,12 @@ import pytest
 
 from cluster_plan.lab import fabric, guard, lifecycle, node, state, status
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
-from cluster_plan.lab.pytest_plugin import LAB_PLAN, session_claim, skip_unless_lab_machine
+from cluster_plan.lab.pytest_plugin import (
+    LAB_PLAN,
+    session_claim,
+    sigint_default,
+    skip_unless_lab_machine,
+)
 
 pytestmark = pytest.mark.lab
 LAB_ID = "t-life"
@@ -184,10 +189,6 @@ def _lab_env(lab_id: str) -> dict[str, str]:
     return {**os.environ, "CLUSTER_PLAN_LAB_ID": lab_id}
 
 
-def _sigint_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("point", ["early", "middle", "late"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_lab_up_interrupted_then_down_leaves_nothing(
@@ -216,7 +217,7 @@ def test_lab_up_interrupted_then_down_leaves_nothing(
             text=True,
             # Ctrl-C as in a terminal: a test run started in the background (`make test &`)
             # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
-            preexec_fn=_sigint_default,
+            preexec_fn=sigint_default,
         )
         inodes: set[int] = set()
         try:

@@ -3,7 +3,6 @@ networks cabled to the lab's own bridges (never the machine's own namespace)."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -188,10 +187,3 @@ def ssh_reachable(ns: str, host: str, source: str, timeout: float = 30) -> bool:
         probe_from_namespace(ns, host, 22, "")
         time.sleep(1)
     return False
-
-
-def sigint_default() -> None:
-    """preexec_fn for a lab command the test stops with SIGINT, as Ctrl-C in a terminal
-    would: a suite started in the background (`make test &`) inherits SIGINT ignored, and
-    Python then never raises KeyboardInterrupt, so the command would not stop."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)

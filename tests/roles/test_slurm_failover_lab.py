@@ -23,12 +23,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
-from lab_helpers import BIN, PLAN, ROOT, cli, on_node, sigint_default
+from lab_helpers import BIN, PLAN, ROOT, cli, on_node
 
 from cluster_plan.lab.converge import ansible_env
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `ha` below.
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+from cluster_plan.lab.pytest_plugin import (  # noqa: F401
+    Converged,
+    converged_lab,
+    lab,
+    sigint_default,
+)
 
 pytestmark = pytest.mark.lab
 
