@@ -60,7 +60,8 @@ class ArchiveProxy(BaseHTTPRequestHandler):
         if any(marker in url.path for marker in IMMUTABLE) and cached.is_file():
             self._send_file(cached, head)
             return
-        upstream = http.client.HTTPConnection(url.hostname, 80, timeout=60)
+        upstream = self.connect(url.hostname)
+        answered = False
         try:
             upstream.request("HEAD" if head else "GET", path, headers={"User-Agent": "lab-proxy"})
             response = upstream.getresponse()
@@ -72,30 +73,58 @@ class ArchiveProxy(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")  # no length: end marks the body
                 self.close_connection = True
             self.end_headers()
+            answered = True
             if head:
                 return
             store = response.status == 200 and any(m in url.path for m in IMMUTABLE)
             self._copy(response, cached if store else None)
-        except OSError as err:
-            self.send_error(502, f"upstream {url.hostname}: {err}")
+        except (OSError, http.client.HTTPException) as err:
+            if answered:  # mid-body: a second status line would corrupt the stream
+                self.close_connection = True
+            else:
+                self.send_error(502, f"upstream {url.hostname}: {err}")
         finally:
             upstream.close()
 
+    @staticmethod
+    def connect(host: str) -> http.client.HTTPConnection:
+        """The archive's HTTP connection (a test points it at a local server)."""
+        return http.client.HTTPConnection(host, 80, timeout=60)
+
     def _copy(self, response: http.client.HTTPResponse, cached: Path | None) -> None:
+        """Copy the body to the node, and to the cache when it arrived whole.
+
+        http.client's read(n) returns a short body, without an error, when the archive drops
+        the connection mid-body; passed on with keep-alive, the node would wait for the
+        missing bytes forever (seen: apt hung for good at a cold cache), and a cached copy
+        would be truncated for good. So a short body ends the node's connection too (apt
+        then retries) and is never cached.
+        """
+        length = response.getheader("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
         partial = cached.with_name(cached.name + f".{os.getpid()}.part") if cached else None
         sink = None
         if partial is not None:
             partial.parent.mkdir(parents=True, exist_ok=True)
             sink = open(partial, "wb")  # noqa: SIM115 (closed below)
+        copied = 0
+        whole = False
         try:
             while chunk := response.read(65536):
                 self.wfile.write(chunk)
                 if sink:
                     sink.write(chunk)
+                copied += len(chunk)
+            whole = expected is None or copied == expected
         finally:
             if sink and partial and cached:
                 sink.close()
-                os.replace(partial, cached)
+                if whole:
+                    os.replace(partial, cached)
+                else:
+                    partial.unlink(missing_ok=True)
+        if not whole:
+            self.close_connection = True
 
     def _send_file(self, cached: Path, head: bool) -> None:
         self.send_response(200)

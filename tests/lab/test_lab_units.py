@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import os
 import socket
+import socketserver
 import struct
 import subprocess
 import sys
@@ -276,6 +277,66 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Archive(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A stand-in archive on a unix socket: every answer claims 1000 bytes, and the body of
+    a path with `short` in it stops after 400 (a CDN dropping the connection mid-body)."""
+
+    daemon_threads = True
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            request_line = self.rfile.readline().decode()
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            body = b"x" * (400 if "short" in request_line else 1000)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + body)
+
+
+@pytest.mark.parametrize(("name", "whole"), [("short.deb", False), ("whole.deb", True)])
+def test_archive_proxy_never_leaves_a_node_waiting_on_a_short_body(
+    tmp_path: Path, name: str, whole: bool
+) -> None:
+    archive = _Archive(str(tmp_path / "archive.sock"), _Archive.Handler)
+
+    def connect(host: str) -> http.client.HTTPConnection:
+        connection = http.client.HTTPConnection(host, 80, timeout=10)
+        connection.sock = socket.socket(socket.AF_UNIX)
+        connection.sock.connect(str(tmp_path / "archive.sock"))
+        return connection
+
+    cache = tmp_path / "cache"
+    handler = type("Handler", (ArchiveProxy,), {"cache": cache, "connect": staticmethod(connect)})
+    proxy = UnixProxyServer(str(tmp_path / "proxy.sock"), handler)
+    for server in (archive, proxy):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)  # a regression fails here instead of hanging the suite
+            client.connect(str(tmp_path / "proxy.sock"))
+            url = f"http://deb.debian.org/debian/pool/main/x/{name}"
+            client.sendall(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            received = b""
+            while chunk := client.recv(65536):
+                received += chunk
+                if received.endswith(b"x" * 1000):
+                    break
+        head, _, body = received.partition(b"\r\n\r\n")
+        assert b"Content-Length: 1000" in head
+        assert len(body) == (1000 if whole else 400)
+        cached = cache / "deb.debian.org/debian/pool/main/x" / name
+        # A short body's connection was closed after its copy ended; a whole one is kept
+        # alive, and its cached copy lands just after the node has the last byte.
+        deadline = time.monotonic() + 5
+        while whole and not cached.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cached.is_file() == whole
+        assert not list(cached.parent.glob("*.part"))
+    finally:
+        for server in (archive, proxy):
+            server.shutdown()
+            server.server_close()
 
 
 def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
