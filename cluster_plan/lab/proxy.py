@@ -20,6 +20,7 @@ import os
 import shutil
 import socketserver
 import sys
+import uuid
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -102,7 +103,10 @@ class ArchiveProxy(BaseHTTPRequestHandler):
         """
         length = response.getheader("Content-Length")
         expected = int(length) if length and length.isdigit() else None
-        partial = cached.with_name(cached.name + f".{os.getpid()}.part") if cached else None
+        # One part file per request: the proxy's threads fetch the same package at once when
+        # several nodes install it, and a name shared between them (the process id, once)
+        # interleaved their writes into a cached package of the right size and wrong bytes.
+        partial = cached.with_name(f"{cached.name}.{uuid.uuid4().hex}.part") if cached else None
         sink = None
         if partial is not None:
             partial.parent.mkdir(parents=True, exist_ok=True)

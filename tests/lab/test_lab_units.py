@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import http.client
 import os
 import socket
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,26 +282,41 @@ def test_archive_proxy_refuses_other_hosts(tmp_path: Path) -> None:
         server.server_close()
 
 
+# Ten of the proxy's 64 KiB reads, with no run of zeros (a hole in a cached copy shows).
+PACKAGE = bytes(range(256)) * 2560
+
+
 class _Archive(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """A stand-in archive on a unix socket: every answer claims 1000 bytes, and the body of
-    a path with `short` in it stops after 400 (a CDN dropping the connection mid-body)."""
+    """A stand-in archive on a unix socket. Every answer claims all of PACKAGE; a path with
+        `short` in it stops after 40,000 bytes (a CDN dropping the connection mid-body), one with
+        `slow` comes in ten pieces, 20 ms apart the first time and 100 ms apart after that (so a
+    second fetch of it overlaps the first and lags behind it)."""
 
     daemon_threads = True
+    slow_fetches = 0
 
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:
             request_line = self.rfile.readline().decode()
             while self.rfile.readline() not in (b"\r\n", b""):
                 pass
-            body = b"x" * (400 if "short" in request_line else 1000)
-            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + body)
+            self.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Length: {len(PACKAGE)}\r\n\r\n".encode())
+            body = PACKAGE[:40000] if "short" in request_line else PACKAGE
+            step, pause = len(body), 0.0
+            if "slow" in request_line:
+                step, pause = len(body) // 10, 0.1 if _Archive.slow_fetches else 0.02
+                _Archive.slow_fetches += 1
+            for offset in range(0, len(body), step):
+                self.wfile.write(body[offset : offset + step])
+                self.wfile.flush()
+                time.sleep(pause)
 
 
-@pytest.mark.parametrize(("name", "whole"), [("short.deb", False), ("whole.deb", True)])
-def test_archive_proxy_never_leaves_a_node_waiting_on_a_short_body(
-    tmp_path: Path, name: str, whole: bool
-) -> None:
+@contextlib.contextmanager
+def _proxy_over_archive(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The lab's archive proxy, fetching from _Archive: (its socket, its cache)."""
     archive = _Archive(str(tmp_path / "archive.sock"), _Archive.Handler)
+    _Archive.slow_fetches = 0
 
     def connect(host: str) -> http.client.HTTPConnection:
         connection = http.client.HTTPConnection(host, 80, timeout=10)
@@ -312,31 +330,64 @@ def test_archive_proxy_never_leaves_a_node_waiting_on_a_short_body(
     for server in (archive, proxy):
         threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with socket.socket(socket.AF_UNIX) as client:
-            client.settimeout(10)  # a regression fails here instead of hanging the suite
-            client.connect(str(tmp_path / "proxy.sock"))
-            url = f"http://deb.debian.org/debian/pool/main/x/{name}"
-            client.sendall(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            received = b""
-            while chunk := client.recv(65536):
-                received += chunk
-                if received.endswith(b"x" * 1000):
-                    break
-        head, _, body = received.partition(b"\r\n\r\n")
-        assert b"Content-Length: 1000" in head
-        assert len(body) == (1000 if whole else 400)
-        cached = cache / "deb.debian.org/debian/pool/main/x" / name
-        # A short body's connection was closed after its copy ended; a whole one is kept
-        # alive, and its cached copy lands just after the node has the last byte.
-        deadline = time.monotonic() + 5
-        while whole and not cached.is_file() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert cached.is_file() == whole
-        assert not list(cached.parent.glob("*.part"))
+        yield str(tmp_path / "proxy.sock"), cache / "deb.debian.org/debian/pool/main/x"
     finally:
         for server in (archive, proxy):
             server.shutdown()
             server.server_close()
+
+
+def _fetch(proxy: str, name: str) -> tuple[bytes, bytes]:
+    """GET a package through the proxy, as apt does (keep-alive): (head, body). Reads until
+    the body is whole or the proxy ends the connection."""
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(10)  # a proxy that leaves the node waiting fails here, not hangs
+        client.connect(proxy)
+        url = f"http://deb.debian.org/debian/pool/main/x/{name}"
+        client.sendall(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        received = b""
+        while chunk := client.recv(65536):
+            received += chunk
+            if received.endswith(PACKAGE[-1024:]) and len(received) > len(PACKAGE):
+                break
+    head, _, body = received.partition(b"\r\n\r\n")
+    return head, body
+
+
+def _cached(directory: Path, name: str) -> bytes | None:
+    """The cached copy, once the proxy has put it in place (just after the last byte)."""
+    deadline = time.monotonic() + 5
+    while not (directory / name).is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return (directory / name).read_bytes() if (directory / name).is_file() else None
+
+
+def test_archive_proxy_never_leaves_a_node_waiting_on_a_short_body(tmp_path: Path) -> None:
+    with _proxy_over_archive(tmp_path) as (proxy, cache):
+        head, body = _fetch(proxy, "short.deb")
+        assert f"Content-Length: {len(PACKAGE)}".encode() in head
+        assert body == PACKAGE[:40000]  # and then the proxy closed the connection
+        assert not (cache / "short.deb").exists()
+        assert not list(cache.glob("*.part"))
+        assert _fetch(proxy, "whole.deb")[1] == PACKAGE
+        assert _cached(cache, "whole.deb") == PACKAGE
+
+
+def test_archive_proxy_serves_and_caches_a_package_fetched_twice_at_once_intact(
+    tmp_path: Path,
+) -> None:
+    with _proxy_over_archive(tmp_path) as (proxy, cache):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(_fetch, proxy, "slow.deb")
+            time.sleep(0.05)  # the second starts while the first is mid-body
+            second = pool.submit(_fetch, proxy, "slow.deb")
+            bodies = [first.result()[1]]
+            assert _cached(cache, "slow.deb") is not None  # the first's copy is in place...
+            bodies.append(_fetch(proxy, "slow.deb")[1])  # ...and served, the second mid-body
+            bodies.append(second.result()[1])
+        assert [body == PACKAGE for body in bodies] == [True, True, True]
+        assert _cached(cache, "slow.deb") == PACKAGE
+        assert not list(cache.glob("*.part"))
 
 
 def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
