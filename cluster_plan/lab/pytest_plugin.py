@@ -8,8 +8,9 @@ The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so
 developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
 exported so that Ansible run by tests reaches this lab through the inventory plugin.
 
-`converged_lab` runs site.yml twice on the session lab (the converge, then the idempotence
-run, verbose) and hands every test the two runs. Tests marked `lab_changes` change the
+`converged_lab` runs site.yml three times on the session lab (the converge; the idempotence
+run, every stage in full and verbose; a re-run through the stage gate, as a user's re-run
+is) and hands every test the runs. Tests marked `lab_changes` change the
 shared lab (faults, growth) and restore it; they run after every other test of the session.
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
 is (no session lab, no converge; tests reading the converge output skip): quick iterations.
@@ -218,17 +219,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @dataclass
 class Converged:
-    """The session lab after site.yml: the plan, and the converge and idempotence runs
-    (None when CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab)."""
+    """The session lab after site.yml: the plan, the converge and idempotence runs, and a
+    third run as a user's re-run is, through the stage gate (None when
+    CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab)."""
 
     plan: Path
     expanded: ExpandedPlan
     first: Run | None
     second: Run | None
+    gated: Run | None = None
 
     @property
     def outputs(self) -> list[str]:
-        return [run.output for run in (self.first, self.second) if run is not None]
+        return [run.output for run in (self.first, self.second, self.gated) if run is not None]
 
     def require_converged(self) -> None:
         """Fail the calling test when site.yml failed on the session lab."""
@@ -245,6 +248,8 @@ class Converged:
 
 _CONVERGED: list[Converged] = []
 PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
+# Every stage in full, whatever the stage gate of site.yml finds (playbooks/tasks/stage_gate.yml).
+FULL_RUN = ("-e", "site_converge_when=always")
 
 
 @pytest.fixture(scope="session")
@@ -264,12 +269,18 @@ def converged_lab(request: pytest.FixtureRequest) -> Converged:
         return _CONVERGED[0]
     request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
     first = playbook(LAB_PLAN, PLAYBOOKS)
-    # The second run is verbose on purpose: secrets must stay hidden even then.
-    second = playbook(LAB_PLAN, PLAYBOOKS, "-v") if first.ok else None
+    # The second run is every role in full (no stage skipped by the stage gate: the roles'
+    # own idempotence is what it proves), and verbose on purpose: secrets must stay hidden
+    # even then.
+    second = playbook(LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN) if first.ok else None
+    # Straight after, before any test touches the lab: a re-run where nothing changed.
+    gated = playbook(LAB_PLAN, PLAYBOOKS) if second is not None and second.ok else None
     print(f"\nsite.yml on the session lab: converge {first.seconds:.0f}s", end="")
     if second is not None:
         print(f", idempotence run {second.seconds:.0f}s", end="")
-    _CONVERGED.append(Converged(LAB_PLAN, expanded, first, second))
+    if gated is not None:
+        print(f", gated re-run {gated.seconds:.0f}s", end="")
+    _CONVERGED.append(Converged(LAB_PLAN, expanded, first, second, gated))
     return _CONVERGED[0]
 
 

@@ -1,23 +1,29 @@
 #!/usr/bin/python
 """Record on a host what a role manages there: the files it rendered (with checksums), the
-services that must run, the packages it holds, the firewall tables it loaded, and the state
-that is precious (what backups must keep, and how to make it consistent first).
+services that must run (and whether they start at boot), the packages it holds, the
+firewall tables it loaded, the output of read-only probes of what else it settles (users,
+addresses, cluster state), the inputs it converged from, and the state that is precious
+(what backups must keep, and how to make it consistent first).
 
 `cluster-plan drift` compares the live host with these records; the backup role backs up
-every precious path they declare. One JSON file per role, rewritten only when it changes.
+every precious path they declare; a stage of site.yml whose records all still hold, from the
+same inputs, is skipped (role_converged). One JSON file per role, rewritten only when it
+changes; its modification time is the role's last converge.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.cluster_plan.cluster.plugins.module_utils.role_record import (
+    Runner,
+    live_state,
+    run,
+)
 
 DOCUMENTATION = r"""
 module: role_manifest
@@ -27,7 +33,8 @@ description:
     must be active, the installed version of each package the role holds, the live ruleset
     of the nftables tables it loaded, and the role's precious state.
   - Call it last in a role, after C(meta: flush_handlers), so the records are what runs.
-  - Idempotent (changed only when the record changes); in check mode nothing is written.
+  - Idempotent (changed only when the record changes; an unchanged record's modification
+    time is set to now, the role's last converge); in check mode nothing is written.
 options:
   role: {description: The role's name (the file name)., type: str, required: true}
   files:
@@ -35,7 +42,28 @@ options:
     type: list
     elements: path
     default: []
-  services: {description: Units that must be active., type: list, elements: str, default: []}
+  paths:
+    description:
+      - Paths (directories, links, files) whose kind, owner, group and mode (a link's target)
+        the role sets; the files of C(files) are recorded so too.
+    type: list
+    elements: path
+    default: []
+  packages:
+    description: Packages the role installs (whether each is installed counts, not its version).
+    type: list
+    elements: str
+    default: []
+  services:
+    description: Units that must be active; whether each starts at boot is recorded too.
+    type: list
+    elements: str
+    default: []
+  boot_units:
+    description: Units the role only enables (targets); whether each starts at boot is recorded.
+    type: list
+    elements: str
+    default: []
   held_packages:
     description: Packages the role holds (dpkg); their installed versions are recorded.
     type: list
@@ -46,6 +74,22 @@ options:
     type: list
     elements: str
     default: []
+  probes:
+    description:
+      - Read-only shell commands whose output the role settles (a user's passwd entry, a
+        link's addresses, the cluster's pools). Each item has C(name), C(command) and,
+        for JSON output, C(keep), the keys that count (of each item of a list).
+      - The digest of each command's exit status and output is recorded; a later output
+        that differs means the host drifted from this converge.
+    type: list
+    elements: dict
+    default: []
+  inputs:
+    description:
+      - Digest of what the role converged from (its code, variables, the plan, host facts;
+        the lookup C(cluster_plan.cluster.converge_inputs)). Empty when not known.
+    type: str
+    default: ""
   precious:
     description:
       - State backups must keep. Each item has C(name) (unique on the host), C(paths)
@@ -67,51 +111,6 @@ path: {description: The record's file., type: str, returned: always}
 """
 
 PRECIOUS_KEYS = {"name", "paths", "before_backup", "restore_before", "restore_after", "exclude"}
-Runner = Callable[[list[str]], tuple[int, str, str]]
-
-
-def sha256_of(path: str) -> str | None:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except FileNotFoundError:
-        return None
-    return digest.hexdigest()
-
-
-def parse_dpkg_query(text: str) -> dict[str, dict[str, str]]:
-    """`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Want}\\n'` -> {name: {...}}."""
-    packages = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[0]:
-            packages[parts[0]] = {"version": parts[1], "selection": parts[2]}
-    return packages
-
-
-def held_versions(names: list[str], run: Runner) -> tuple[dict[str, str], list[str]]:
-    """{package: installed version} for held packages, and the problems found."""
-    if not names:
-        return {}, []
-    fmt = r"${Package}\t${Version}\t${db:Status-Want}\n"  # dpkg-query expands \t and \n
-    rc, out, err = run(["dpkg-query", "-W", "-f", fmt, *names])
-    found = parse_dpkg_query(out)
-    problems = [f"{n} is not installed" for n in names if not found.get(n, {}).get("version")]
-    problems += [
-        f"{n} is not held (selection {found[n]['selection']})"
-        for n in names
-        if found.get(n, {}).get("version") and found[n]["selection"] != "hold"
-    ]
-    if rc not in (0, 1) and not problems:
-        problems.append(f"dpkg-query failed: {err.strip()}")
-    return {n: found[n]["version"] for n in names if found.get(n, {}).get("version")}, problems
-
-
-def normalize_ruleset(text: str) -> str:
-    """nft's listing without blank lines or trailing spaces (stable between nft versions)."""
-    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
 def check_precious(items: list[dict[str, Any]]) -> list[str]:
@@ -134,28 +133,48 @@ def check_precious(items: list[dict[str, Any]]) -> list[str]:
     return sorted(set(problems))
 
 
-def build_manifest(params: dict[str, Any], run: Runner) -> tuple[dict[str, Any], list[str]]:
+def probe_specs(items: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    specs, problems = {}, []
+    for item in items:
+        name, command = item.get("name"), item.get("command")
+        if not isinstance(name, str) or not name or not isinstance(command, str) or not command:
+            problems.append(f"a probe needs a name and a command: {item!r}")
+        elif unknown := sorted(set(item) - {"name", "command", "keep"}):
+            problems.append(f"probe {name}: unknown keys {', '.join(unknown)}")
+        elif name in specs:
+            problems.append(f"probe {name}: declared twice")
+        else:
+            specs[name] = {"command": command, "keep": list(item.get("keep") or [])}
+    return specs, problems
+
+
+def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, Any], list[str]]:
     problems = check_precious(params["precious"])
-    held, held_problems = held_versions(params["held_packages"], run)
-    problems += held_problems
-    rulesets = {}
-    for table in params["nftables_tables"]:
-        rc, out, err = run(["nft", "-s", "list", "table", *table.split()])
-        if rc != 0:
-            problems.append(f"nft list table {table}: {err.strip() or rc}")
-        rulesets[table] = normalize_ruleset(out)
+    probes, probe_problems = probe_specs(params["probes"])
+    state, state_problems = live_state(
+        {
+            "files": params["files"],
+            "paths": params["paths"],
+            "packages": params["packages"],
+            "services": params["services"],
+            "boot_units": params["boot_units"],
+            "held_packages": params["held_packages"],
+            "nftables_tables": params["nftables_tables"],
+            "probes": probes,
+        },
+        runner,
+    )
+    state.pop("active")  # every service listed must be active: nothing to keep
     manifest = {
         "role": params["role"],
-        "files": {path: sha256_of(path) for path in sorted(set(params["files"]))},
-        "services": sorted(set(params["services"])),
-        "held_packages": held,
-        "nftables": rulesets,
+        "inputs": params["inputs"],
+        **state,
         "precious": [
             {key: item[key] for key in sorted(item) if item[key] not in (None, "", [])}
             for item in params["precious"]
         ],
     }
-    return manifest, problems
+    return manifest, problems + probe_problems + state_problems
 
 
 def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> bool:
@@ -163,6 +182,8 @@ def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> b
     try:
         with open(path) as handle:
             if handle.read() == text:
+                if not check_mode:
+                    os.utime(path)  # the modification time is the role's last converge
                 return False
     except FileNotFoundError:
         pass
@@ -178,28 +199,25 @@ def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> b
     return True
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    except FileNotFoundError as exc:
-        return 127, "", str(exc)
-    return done.returncode, done.stdout, done.stderr
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "role": {"type": "str", "required": True},
             "files": {"type": "list", "elements": "path", "default": []},
+            "paths": {"type": "list", "elements": "path", "default": []},
+            "packages": {"type": "list", "elements": "str", "default": []},
             "services": {"type": "list", "elements": "str", "default": []},
+            "boot_units": {"type": "list", "elements": "str", "default": []},
             "held_packages": {"type": "list", "elements": "str", "default": []},
             "nftables_tables": {"type": "list", "elements": "str", "default": []},
+            "probes": {"type": "list", "elements": "dict", "default": []},
+            "inputs": {"type": "str", "default": ""},
             "precious": {"type": "list", "elements": "dict", "default": []},
             "dir": {"type": "path", "default": "/var/lib/cluster-plan/manifest"},
         },
         supports_check_mode=True,
     )
-    manifest, problems = build_manifest(module.params, _run)
+    manifest, problems = build_manifest(module.params, run)
     path = os.path.join(module.params["dir"], f"{module.params['role']}.json")
     if problems and not module.check_mode:
         module.fail_json(msg="; ".join(problems), manifest=manifest, path=path)

@@ -11,9 +11,14 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "modules"))
+from ansible.plugins.loader import init_plugin_loader
 
-import role_manifest as module
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "plugins" / "modules"))
+# The module imports its helper from the collection, which collections/ links in.
+init_plugin_loader([str(ROOT / "collections")])
+
+import role_manifest as module  # noqa: E402
 
 DPKG = "slurm-client\t22.05.8-4+deb12u3\thold\nslurmd\t22.05.8-4+deb12u3\tinstall\n"
 RULESET = "table inet cluster_plan {\n\n\tchain input {   \n\t\ttcp dport 22 accept\n\t}\n}\n"
@@ -26,6 +31,11 @@ def params(**overrides: Any) -> dict[str, Any]:
         "services": [],
         "held_packages": [],
         "nftables_tables": [],
+        "paths": [],
+        "packages": [],
+        "boot_units": [],
+        "probes": [],
+        "inputs": "",
         "precious": [],
         "dir": "/nonexistent",
     }
