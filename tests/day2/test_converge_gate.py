@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import collection_loader  # noqa: F401  (the modules import their helper from the collection)
 import pytest
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader, lookup_loader
+from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "plugins" / "modules"))
-init_plugin_loader([str(ROOT / "collections")])
 
 import role_converged  # noqa: E402
 import role_manifest  # noqa: E402

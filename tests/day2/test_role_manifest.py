@@ -9,14 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import collection_loader  # noqa: F401  (the module imports its helper from the collection)
 import pytest
-
-from ansible.plugins.loader import init_plugin_loader
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "plugins" / "modules"))
-# The module imports its helper from the collection, which collections/ links in.
-init_plugin_loader([str(ROOT / "collections")])
 
 import role_manifest as module  # noqa: E402
 

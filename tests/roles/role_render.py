@@ -10,15 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import collection_loader  # noqa: F401  (the roles name their filters by FQCN)
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
-# The roles name their filters by FQCN (cluster_plan.cluster.*), resolved as ansible.cfg does:
-# through collections/, which links this repository in as the collection.
-init_plugin_loader([str(ROOT / "collections")])
 
 
 def _trusted(value: Any) -> Any:
