@@ -1,9 +1,10 @@
 """What a role left on a host at its last converge, read back from the live host.
 
 A role's record (/var/lib/cluster-plan/manifest/ROLE.json, written by the module
-role_manifest) names what the role manages: files, services, held packages, nftables tables
-and probes (read-only commands whose output the role settles, such as a user's passwd entry
-or the cluster's pools). `live_state` reads each of them now; the module role_converged
+role_manifest) names what the role manages: files (content, owner, mode), other paths,
+packages, services and units started at boot, held packages, nftables tables and probes
+(read-only commands whose output the role settles, such as a user's passwd entry or the
+cluster's pools). `live_state` reads each of them now; the module role_converged
 compares that with the record, and `cluster-plan drift` reads the same records.
 """
 
