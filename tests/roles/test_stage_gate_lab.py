@@ -71,6 +71,7 @@ CHANGES: list[tuple[str, str, str, str]] = [
     ("cpu01", "chmod 0600 /etc/hosts", "stat -c %a /etc/hosts", "common"),  # a file's mode
     ("cpu01", "hostname changed-by-hand", "hostname", "common"),  # a probe
     ("gpu02", "systemctl disable chrony", "systemctl is-enabled chrony", "common"),  # boot
+    ("gpu02", "usermod -s /bin/sh alice", "getent passwd alice", "common"),  # an account
     ("stor01", "ceph osd pool set datasets min_size 2",
      "ceph osd pool get datasets min_size", "ceph"),  # cluster state, on the first monitor
     ("head01", "systemctl disable ceph-mgr@head01",
@@ -102,6 +103,7 @@ def test_hand_changes_run_their_stages_and_are_put_right(converged_lab: Converge
     reasons = why(run.output)
     assert "/etc/hosts is file root:root 0600, was file root:root 0644" in reasons["cpu01"]
     assert "the host name changed" in reasons["cpu01"]
+    assert "the plan's users changed" in reasons["gpu02"]
     assert "the pools changed" in reasons["stor01"]
     assert "the accounting database's QOS, accounts and users changed" in reasons["head01"]
     assert "file /etc/slurm/cgroup.conf is gone" in reasons["gpu01"]
