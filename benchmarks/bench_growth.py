@@ -78,6 +78,10 @@ def converge(plan: Path, playbooks: list[str], label: str, *extra: str) -> tuple
     )
     seconds = time.monotonic() - started
     if result.returncode != 0:
+        # every failure with its message (the tail alone may show only the last play's)
+        for line in result.stdout.splitlines():
+            if line.startswith(("fatal: ", "failed: ")):
+                print(line[:2000], file=sys.stderr)
         print(result.stdout[-3000:], file=sys.stderr)
     changed = sum(int(row[1]) for row in RECAP.findall(result.stdout))
     if label != "first" and changed:
