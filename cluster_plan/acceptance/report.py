@@ -68,6 +68,16 @@ def _probe(sample: ProbeSample, criteria: Criteria) -> dict[str, Any]:
     }
 
 
+def _mtu(sample: ProbeSample) -> dict[str, Any]:
+    return {
+        "status": mtu_status(sample),
+        "sent": sample.sent,
+        "received": sample.received,
+        "error": sample.error,
+        "raw": sample.raw,
+    }
+
+
 def build_report(
     spec: AcceptanceSpec,
     bandwidth: Sequence[BandwidthTest],
@@ -96,17 +106,9 @@ def build_report(
         row["first_attempt"] = _probe(p.sample, c) if p.retest else None
         probe_rows.append(row)
     mtu_rows = [
-        {
-            "network": m.network,
-            "source": m.source,
-            "target": m.target,
-            "mtu": m.mtu,
-            "status": mtu_status(m.sample),
-            "sent": m.sample.sent,
-            "received": m.sample.received,
-            "error": m.sample.error,
-            "raw": m.sample.raw,
-        }
+        {"network": m.network, "source": m.source, "target": m.target, "mtu": m.mtu}
+        | _mtu(m.final)
+        | {"first_attempt": _mtu(m.sample) if m.retest else None}
         for m in mtu
     ]
     faults = [f for f in findings if f.severity == "fault"]

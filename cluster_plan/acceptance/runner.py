@@ -3,7 +3,7 @@
 Phases run one after another so they never disturb each other: latency and loss (fping from
 every node to every other, all at once: the probes are tiny), MTU (don't-fragment probes at
 the network's MTU), bandwidth (iperf3 in scheduled rounds of disjoint pairs), then every
-suspect pair retested alone.
+suspect pair or direction (bandwidth, loss, latency, MTU) retested alone.
 """
 
 from __future__ import annotations
@@ -42,12 +42,23 @@ from cluster_plan.acceptance.verdicts import (
     ProbeTest,
     bandwidth_suspects,
     judge,
+    mtu_suspects,
     probe_suspects,
 )
 
 Progress = Callable[[str], None]
 NETWORK_PHASES = ("latency", "mtu", "bandwidth")
 PHASES = (*NETWORK_PHASES, "storage")  # storage: plans with Ceph only
+MTU_RETEST_PROBES = 10
+
+
+def rotated_targets(nodes: Sequence[Node], source: str) -> list[str]:
+    """Every other node's address, starting with the one after ``source``: fping probes its
+    targets in order, so with one shared order every node sends to the first target at once
+    (31 jumbo frames arriving together at a 32-node lab's first node, dropped by its link's
+    queue). Rotated, the k-th probe of each source goes to a different node."""
+    index = next(i for i, n in enumerate(nodes) if n.name == source)
+    return [n.address for n in (*nodes[index + 1 :], *nodes[:index])]
 
 
 def print_progress(message: str) -> None:
@@ -163,7 +174,7 @@ class AcceptanceRunner:
         timeout: float,
     ) -> dict[str, tuple[CommandResult, list[str]]]:
         def one(node: Node) -> tuple[str, tuple[CommandResult, list[str]]]:
-            targets = [n.address for n in net.nodes if n.name != node.name]
+            targets = rotated_targets(net.nodes, node.name)
             return node.name, (self._run(node.name, argv_for(node, targets), timeout), targets)
 
         with ThreadPoolExecutor(max_workers=max(1, len(net.nodes))) as pool:
@@ -206,6 +217,14 @@ class AcceptanceRunner:
                 self.mtu.append(MtuTest(net.name, source, by_address[address], net.mtu, sample))
         self.timing[f"{net.name}.mtu_s"] = round(time.monotonic() - started, 2)
 
+    def retest_mtu(self, net: TestedNetwork, source: str, target: str) -> ProbeSample:
+        """Alone, with more probes: a jumbo frame lost in the all-at-once phase's crowd is not
+        a path that cannot carry it; a path that drops every one of these cannot."""
+        nodes = {n.name: n for n in net.nodes}
+        address = nodes[target].address
+        argv = fping_mtu_argv(nodes[source].address, [address], net.mtu, MTU_RETEST_PROBES)
+        return parse_fping_count(self._run(source, argv, 30), [address])[address]
+
     # -- retests ---------------------------------------------------------------------------
     def _fping_one(self, net: TestedNetwork, source: str, target: str, probes: int) -> ProbeSample:
         nodes = {n.name: n for n in net.nodes}
@@ -241,6 +260,10 @@ class AcceptanceRunner:
             for probe in probe_suspects(net_probes, criteria):
                 self.progress(f"{net.name}: retest alone: fping {probe.source} -> {probe.target}")
                 probe.retest = self.retest_probe(net, probe.source, probe.target)
+                count += 1
+            for mtu in mtu_suspects([m for m in self.mtu if m.network == net.name]):
+                self.progress(f"{net.name}: retest alone: MTU {mtu.source} -> {mtu.target}")
+                mtu.retest = self.retest_mtu(net, mtu.source, mtu.target)
                 count += 1
             net_bw = [t for t in self.bandwidth if t.network == net.name]
             for test in bandwidth_suspects(net_bw, criteria):

@@ -59,6 +59,11 @@ class MtuTest:
     target: str
     mtu: int
     sample: ProbeSample
+    retest: ProbeSample | None = None
+
+    @property
+    def final(self) -> ProbeSample:
+        return self.retest or self.sample
 
 
 @dataclass
@@ -142,6 +147,10 @@ def probe_suspects(tests: Sequence[ProbeTest], criteria: Criteria) -> list[Probe
         for t in tests
         if latency_status(t.sample, criteria) != PASS or loss_status(t.sample, criteria) != PASS
     ]
+
+
+def mtu_suspects(tests: Sequence[MtuTest]) -> list[MtuTest]:
+    return [t for t in tests if mtu_status(t.sample) != PASS]
 
 
 def _key(a: str, b: str) -> tuple[str, str]:
@@ -230,13 +239,14 @@ def _probe_failures(tests: Sequence[ProbeTest], criteria: Criteria, failing: Fai
 
 def _mtu_failures(tests: Sequence[MtuTest], failing: Failing) -> None:
     for m in tests:
-        key = _key(m.source, m.target)
-        status = mtu_status(m.sample)
+        key, final = _key(m.source, m.target), m.final
+        status = mtu_status(final)
         if status == ERROR:
-            failing["measurement"][key] = f"MTU probe {m.source} -> {m.target}: {m.sample.error}"
+            failing["measurement"][key] = f"MTU probe {m.source} -> {m.target}: {final.error}"
         elif status == FAIL:
             failing["mtu"][key] = (
-                f"{m.source} -> {m.target}: no {m.mtu}-byte don't-fragment probe came back"
+                f"{m.source} -> {m.target}: none of {final.sent} {m.mtu}-byte "
+                "don't-fragment probes came back"
             )
 
 

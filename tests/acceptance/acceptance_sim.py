@@ -36,6 +36,9 @@ class SimNode:
     loss: float = 0.0
     delay_ms: float = 0.0
     mtu: int = 9000
+    # jumbo frames to this node are lost while every node probes at once (a queue that
+    # overflows in the crowd), and come back when it is probed alone
+    mtu_lost_in_crowd: bool = False
     tools: set[str] = field(default_factory=lambda: {"iperf3", "fping", "timeout"})
     broken_iperf: str | None = None  # name of a broken iperf3 fixture this node's client prints
 
@@ -110,7 +113,8 @@ class SimulatedNetwork:
             for address in targets:
                 peer = self.by_address[address]
                 fits = size + 28 <= min(self.nodes[node].mtu, self.nodes[peer].mtu)
-                got = count if fits else 0
+                crowded = self.nodes[peer].mtu_lost_in_crowd and len(targets) > 2  # --src too
+                got = count if fits and not crowded else 0
                 lines.append(
                     f"{address} : xmt/rcv/%loss = {count}/{got}/{100 - 100 * got // count}%"
                 )

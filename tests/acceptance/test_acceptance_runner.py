@@ -73,6 +73,50 @@ def test_lab_faults_named_exactly(expanded_lab: dict[str, Any]) -> None:
     }
 
 
+def test_an_mtu_probe_lost_in_the_crowd_is_retested_alone_and_passes(
+    expanded_lab: dict[str, Any],
+) -> None:
+    spec = spec_from_expanded(expanded_lab, duration_s=2)
+    report = run(spec, lab_network(spec, cpu01={"mtu_lost_in_crowd": True}))
+    assert report["passed"], report["findings"]
+    retested = [r for r in report["mtu"] if r["first_attempt"]]
+    assert {r["target"] for r in retested} == {"cpu01"} and len(retested) == 7
+    assert all(r["first_attempt"]["received"] == 0 for r in retested)
+    assert all(r["status"] == "pass" and r["sent"] == 10 for r in retested)
+    assert report["timing"]["retests"] == 7
+
+
+def test_an_mtu_the_path_cannot_carry_still_fails_after_its_retest(
+    expanded_lab: dict[str, Any],
+) -> None:
+    spec = spec_from_expanded(expanded_lab, duration_s=2)
+    report = run(spec, lab_network(spec, gpu01={"mtu": 1500}))
+    assert not report["passed"]
+    assert [(f["node"], f["kind"]) for f in report["nodes_at_fault"]] == [("gpu01", "mtu")]
+    failed = [r for r in report["mtu"] if r["status"] != "pass"]
+    assert len(failed) == 14 and all(r["first_attempt"] for r in failed)  # both directions
+    assert all("none of 10" in e for f in report["findings"] for e in f["evidence"])
+
+
+def test_every_node_probes_its_peers_in_its_own_order(expanded_lab: dict[str, Any]) -> None:
+    """The k-th target of every source is a different node: no node gets every source's
+    jumbo frame at once (an incast that overflowed a 32-node lab's link queues)."""
+    spec = spec_from_expanded(expanded_lab, duration_s=2)
+    net = lab_network(spec)
+    run(spec, net, RunOptions(probes=300, phases=("latency", "mtu")))
+    by_address = {n.address: n.name for n in spec.networks[0].nodes}
+    for flag in ("--dontfrag", "--vcount"):
+        orders = {
+            node: [by_address[a] for a in argv if a in by_address and a != argv[2]]
+            for node, argv in net.calls
+            if flag in argv
+        }
+        assert len(orders) == 8
+        assert all(len(o) == 7 and node not in o for node, o in orders.items())
+        for k in range(7):
+            assert len({o[k] for o in orders.values()}) == 8, (flag, k)
+
+
 def test_each_round_uses_each_node_once(expanded_lab: dict[str, Any]) -> None:
     spec = spec_from_expanded(expanded_lab, duration_s=2)
     net = lab_network(spec)
