@@ -77,6 +77,8 @@ def converge(plan: Path, playbooks: list[str], label: str, *extra: str) -> tuple
         timeout=5400,
     )
     seconds = time.monotonic() - started
+    # each run's figure as it ends: a size that fails later still shows what it measured
+    print(f"  {label}: {seconds:.1f} s, rc {result.returncode}", file=sys.stderr, flush=True)
     if result.returncode != 0:
         # every failure with its message (the tail alone may show only the last play's)
         for line in result.stdout.splitlines():
@@ -84,7 +86,7 @@ def converge(plan: Path, playbooks: list[str], label: str, *extra: str) -> tuple
                 print(line[:2000], file=sys.stderr)
         print(result.stdout[-3000:], file=sys.stderr)
     changed = sum(int(row[1]) for row in RECAP.findall(result.stdout))
-    if label != "first" and changed:
+    if label != "first converge" and changed:
         for line in changed_lines(result.stdout):
             print(f"  {label} changed: {line}", file=sys.stderr)
     return seconds, result.returncode, changed
@@ -94,7 +96,7 @@ def measure(nodes: int, folder: Path, playbooks: list[str]) -> dict[str, float]:
     plan = grown_plan(nodes, folder)
     try:
         up = cli("lab", "up", str(plan))
-        first, rc1, _ = converge(plan, playbooks, "first")
+        first, rc1, _ = converge(plan, playbooks, "first converge")
         rerun, rc2, changed = converge(plan, playbooks, "re-run in full", *FULL)
         gated, rc3, gated_changed = converge(plan, playbooks, "gated re-run")
     finally:
