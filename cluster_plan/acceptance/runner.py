@@ -54,9 +54,10 @@ MTU_RETEST_PROBES = 10
 
 def rotated_targets(nodes: Sequence[Node], source: str) -> list[str]:
     """Every other node's address, starting with the one after ``source``: fping probes its
-    targets in order, so with one shared order every node sends to the first target at once
-    (31 jumbo frames arriving together at a 32-node lab's first node, dropped by its link's
-    queue). Rotated, the k-th probe of each source goes to a different node."""
+    targets in order, so with one shared order every node's first probe goes to the same
+    node at once (an incast). Rotated, the k-th probe of each source goes to a different
+    node. The crowd still loses jumbo frames in the lab (docs/acceptance.md); the retest
+    alone decides."""
     index = next(i for i, n in enumerate(nodes) if n.name == source)
     return [n.address for n in (*nodes[index + 1 :], *nodes[:index])]
 
