@@ -37,6 +37,10 @@ def test_the_connection_is_what_the_inventory_plugin_gives_ansible(
         env={**os.environ, "ANSIBLE_HOME": str(ROOT / ".ansible")},
     )
     inventory = plain(json.loads(done.stdout)["_meta"]["hostvars"]["gpu01"])
+    # the ProxyCommand names the interpreter that builds it: ansible-inventory's (its shebang),
+    # which is not ours when pytest was started as `python -m pytest`
+    shebang = (BIN / "ansible-inventory").read_text().splitlines()[0].removeprefix("#!")
+    monkeypatch.setattr(sys, "executable", shebang.strip())
     ours = connection_vars(load_expanded(PLAN), str(PLAN))
     assert ours == {key: inventory[key] for key in ours}
     assert "cpl-conn-test-admin" in ours["ansible_ssh_common_args"]
