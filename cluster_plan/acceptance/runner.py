@@ -50,6 +50,7 @@ Progress = Callable[[str], None]
 NETWORK_PHASES = ("latency", "mtu", "bandwidth")
 PHASES = (*NETWORK_PHASES, "storage")  # storage: plans with Ceph only
 MTU_RETEST_PROBES = 10
+MTU_TIMEOUT_S = 30  # one fping of a few jumbo frames per target; far more than it needs
 
 
 def rotated_targets(nodes: Sequence[Node], source: str) -> list[str]:
@@ -211,20 +212,14 @@ class AcceptanceRunner:
         self.progress(f"{net.name}: MTU {net.mtu}, don't-fragment probes")
         started = time.monotonic()
         results = self._fping_all(
-            net, lambda node, targets: fping_mtu_argv(node.address, targets, net.mtu), 30
+            net,
+            lambda node, targets: fping_mtu_argv(node.address, targets, net.mtu),
+            MTU_TIMEOUT_S,
         )
         for source, (result, targets) in results.items():
             for address, sample in parse_fping_count(result, targets).items():
                 self.mtu.append(MtuTest(net.name, source, by_address[address], net.mtu, sample))
         self.timing[f"{net.name}.mtu_s"] = round(time.monotonic() - started, 2)
-
-    def retest_mtu(self, net: TestedNetwork, source: str, target: str) -> ProbeSample:
-        """Alone, with more probes: a jumbo frame lost in the all-at-once phase's crowd is not
-        a path that cannot carry it; a path that drops every one of these cannot."""
-        nodes = {n.name: n for n in net.nodes}
-        address = nodes[target].address
-        argv = fping_mtu_argv(nodes[source].address, [address], net.mtu, MTU_RETEST_PROBES)
-        return parse_fping_count(self._run(source, argv, 30), [address])[address]
 
     # -- retests ---------------------------------------------------------------------------
     def _fping_one(self, net: TestedNetwork, source: str, target: str, probes: int) -> ProbeSample:
@@ -250,6 +245,14 @@ class AcceptanceRunner:
             ):
                 return quick
         return self._fping_one(net, source, target, self.probe_count)
+
+    def retest_mtu(self, net: TestedNetwork, source: str, target: str) -> ProbeSample:
+        """Alone, with more probes: a jumbo frame lost in the all-at-once phase's crowd is not
+        a path that cannot carry it; a path that drops every one of these cannot."""
+        nodes = {n.name: n for n in net.nodes}
+        address = nodes[target].address
+        argv = fping_mtu_argv(nodes[source].address, [address], net.mtu, MTU_RETEST_PROBES)
+        return parse_fping_count(self._run(source, argv, MTU_TIMEOUT_S), [address])[address]
 
     def retest_phase(self) -> None:
         started = time.monotonic()
