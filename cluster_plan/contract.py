@@ -155,6 +155,7 @@ class SlurmSettings(TypedDict):
     state_save: str  # StateSaveLocation; shared storage for an HA pair
     controller_timeout_s: int  # SlurmctldTimeout
     node_timeout_s: int  # SlurmdTimeout
+    message_timeout_s: int  # MessageTimeout
 
 
 class Scheduler(TypedDict):

@@ -69,6 +69,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # Slurm's own defaults; a lab or a small cluster may want a faster takeover or detection
     "scheduler.slurm.controller_timeout_s": 120,
     "scheduler.slurm.node_timeout_s": 300,
+    "scheduler.slurm.message_timeout_s": 10,
     # scheduler.kubernetes exists in Kubernetes plans (see _scheduler_sections), and only there
     "scheduler.kubernetes.pod_cidr": "10.244.0.0/16",
     "scheduler.kubernetes.service_cidr": "10.96.0.0/12",

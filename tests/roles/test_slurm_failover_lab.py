@@ -121,13 +121,14 @@ def test_slurm_conf_names_the_pair_primary_first_and_state_on_the_shared_mount(h
     for host in ha.controllers:
         conf = ha.sh(
             host,
-            "grep -E '^(SlurmctldHost|StateSaveLocation|Slurm\\w*Timeout)=' /etc/slurm/slurm.conf",
+            "grep -E '^(SlurmctldHost|StateSaveLocation|\\w*Timeout)=' /etc/slurm/slurm.conf",
         )
         hosts = re.findall(r"^SlurmctldHost=(\w+)\(", conf, re.M)
         assert hosts == [primary, backup], conf
         assert f"StateSaveLocation={state}\n" in conf
         assert f"SlurmctldTimeout={ha.slurm['controller_timeout_s']}\n" in conf
         assert f"SlurmdTimeout={ha.slurm['node_timeout_s']}\n" in conf
+        assert f"MessageTimeout={ha.slurm['message_timeout_s']}\n" in conf
         # the state directory is on the CephFS both mount, owned by the slurm user
         mount = ha.expanded["storage"]["ceph"]["cephfs"]["mount"]
         fs = ha.sh(host, f"findmnt -n -o TARGET,FSTYPE -T {state}").split()

@@ -34,6 +34,16 @@ def test_slurm_conf_names_the_controller_and_the_plugins(slurm_conf, lab_expande
         assert setting in body
 
 
+def test_slurm_conf_takes_its_timeouts_from_the_plan(slurm_conf, lab_expanded):
+    settings = lab_expanded["scheduler"]["slurm"]
+    body = lines(slurm_conf)
+    assert f"SlurmctldTimeout={settings['controller_timeout_s']}" in body
+    assert f"SlurmdTimeout={settings['node_timeout_s']}" in body
+    # the lab plan raises it from Slurm's 10 s: the test sees the plan's value, not a default
+    assert settings["message_timeout_s"] != 10
+    assert f"MessageTimeout={settings['message_timeout_s']}" in body
+
+
 def test_slurm_conf_has_a_node_line_per_compute_node(slurm_conf, lab_expanded):
     nodes = [ln for ln in lines(slurm_conf) if ln.startswith("NodeName=")]
     assert [ln.split()[0] for ln in nodes] == [
