@@ -54,6 +54,23 @@ def on_node(
     return cli("lab", "run", str(plan), host, "--", "sh", "-c", script, timeout=timeout)
 
 
+SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"  # the slurm role's slurm_log_dir
+
+
+def sbatch(host: str, options: str, controller: str, timeout: float = 180) -> str:
+    """`sbatch --parsable OPTIONS` run on `host`: the job id. A refused submission fails the
+    test with the tail of `controller`'s slurmctld log: what it was doing meanwhile says why
+    (a slow state write, a restart)."""
+    result = on_node(host, f"cd /tmp && sbatch --parsable {options}", timeout=timeout)
+    if result.returncode != 0:
+        log = on_node(controller, f"tail -n 40 {SLURMCTLD_LOG}")
+        pytest.fail(
+            f"{host}: sbatch {options}: {result.stderr.strip()}\n"
+            f"slurmctld on {controller}:\n{log.stdout}"
+        )
+    return result.stdout.strip().split(";")[0]
+
+
 def connect_script(host: str, port: int, source: str = "") -> str:
     """A shell command that, run in a node, prints 'open' or 'closed ...' for host:port."""
     return f"python3 -c '{CONNECT}' {host} {port} '{source}'"

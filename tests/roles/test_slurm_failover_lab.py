@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import lab_helpers
 import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli, on_node
 
@@ -87,8 +88,7 @@ def ping(cluster: SlurmHA) -> dict[str, str]:
 
 
 def sbatch(cluster: SlurmHA, options: str, timeout: float = 180) -> str:
-    out = cluster.sh(cluster.client, f"cd /tmp && sbatch --parsable {options}", timeout=timeout)
-    return out.strip().split(";")[0]
+    return lab_helpers.sbatch(cluster.client, options, cluster.controllers[0], timeout)
 
 
 def both_controllers_up(cluster: SlurmHA) -> None:

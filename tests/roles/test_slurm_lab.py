@@ -91,12 +91,7 @@ def wait_running(cluster: SlurmLab, job: str, timeout: float = 90) -> dict[str, 
 
 def sbatch(cluster: SlurmLab, options: str) -> str:
     controller = cluster.group("slurm_controller")[0]
-    result = on_node(controller, f"cd /tmp && sbatch --parsable {options}", timeout=180)
-    if result.returncode != 0:
-        # what the controller was doing meanwhile says why (a slow state write, a restart)
-        log = on_node(controller, "tail -n 40 /var/log/slurm/slurmctld.log")
-        pytest.fail(f"sbatch {options}: {result.stderr.strip()}\nslurmctld:\n{log.stdout}")
-    return result.stdout.strip().split(";")[0]
+    return lab_helpers.sbatch(controller, options, controller)
 
 
 def scancel(cluster: SlurmLab, *jobs: str) -> None:
