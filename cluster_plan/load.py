@@ -82,7 +82,8 @@ class _Builder:
             try:
                 return self.constructor.construct_object(node, deep=True)
             except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
-                raise _value_error(node, f"cannot read {_shown(node.value)}: {exc}") from None
+                reason = str(exc).split(";")[0]  # not Python's advice to raise its limit
+                raise _value_error(node, f"cannot read {_shown(node.value)}: {reason}") from None
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan
         # would expand forever, so both, and absurd nesting, stop with a finding.
         if id(node) in self.active:

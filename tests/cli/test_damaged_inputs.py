@@ -364,6 +364,18 @@ def test_the_error_is_one_line_and_says_what_is_wrong(runs: list[tuple[Case, Run
     assert checked >= 80
 
 
+def test_a_huge_number_in_a_plan_is_quoted_short(runs: list[tuple[Case, Run]]) -> None:
+    """The finding quotes the start of the 5,000 digits, and not Python's own advice."""
+    checked = 0
+    for case, proc in runs:
+        if case.name.startswith("plan huge-number") and "--format" not in case.argv:
+            (line, *_) = [line for line in proc.stderr.splitlines() if case.names in line]
+            assert "9999..." in line and len(line) < 300, line
+            assert "sys.set_int_max_str_digits" not in proc.stderr, case.name
+            checked += 1
+    assert checked >= 2
+
+
 def test_the_json_error_is_an_envelope(runs: list[tuple[Case, Run]]) -> None:
     """A command that fails with an error (not a plan's findings) says so in one document."""
     seen = 0
