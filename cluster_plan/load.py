@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from cluster_plan.findings import Finding, JsonPath
+from cluster_plan.input_files import InputError, open_regular
 
 try:  # the C loader is several times faster on large plans
     from yaml import CSafeLoader as _Loader
@@ -58,6 +59,11 @@ class PlanDocument:
         return finding.located(self.file, line, col)
 
 
+def _shown(value: str, width: int = 40) -> str:
+    """A value quoted for a message, cut short: one line even for a 5,000-digit number."""
+    return repr(value if len(value) <= width else value[:width] + "...")
+
+
 def _value_error(node: yaml.Node, problem: str) -> yaml.YAMLError:
     return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
@@ -76,7 +82,8 @@ class _Builder:
             try:
                 return self.constructor.construct_object(node, deep=True)
             except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
-                raise _value_error(node, f"cannot read {node.value!r}: {exc}") from None
+                reason = str(exc).split(";")[0]  # not Python's advice to raise its limit
+                raise _value_error(node, f"cannot read {_shown(node.value)}: {reason}") from None
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan
         # would expand forever, so both, and absurd nesting, stop with a finding.
         if id(node) in self.active:
@@ -266,13 +273,11 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
 def load_plan_file(path: str | Path) -> PlanDocument:
     """Read and parse a plan file; an unreadable file is a finding too."""
     name = str(path)
-    try:
-        with open(path, "rb") as handle:  # no more than the limit: /dev/zero never ends
+    try:  # a regular file only (a FIFO would hang), and no more than the limit
+        with open_regular(path) as handle:
             raw = handle.read(MAX_PLAN_BYTES + 1)
-    except FileNotFoundError:
-        return _fail(name, "file-not-found", "no such file")
-    except IsADirectoryError:
-        return _fail(name, "not-a-file", "this is a directory, not a plan file")
+    except InputError as exc:
+        return _fail(name, exc.code, exc.problem)
     except OSError as exc:
         return _fail(name, "unreadable", f"cannot read the file: {exc.strerror}")
     return parse_plan_text(raw, name)

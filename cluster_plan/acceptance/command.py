@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
+import os
 import shlex
 import sys
 import tempfile
@@ -19,11 +19,14 @@ from typing import Any, cast
 from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.freshness import Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
-from cluster_plan.acceptance.report import ReportError, load_report, write_report
+from cluster_plan.acceptance.report import ReportError, judge_report, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
 from cluster_plan.cli.policy import Exit, UsageError
 from cluster_plan.contract import ExpandedPlan, conformance_errors
+from cluster_plan.input_files import read_json
+
+MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # a 20,000-host expansion is some hundred MB
 
 
 def register(subparsers: Any) -> None:
@@ -114,25 +117,42 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _html_output(results: Path, output: Path | None) -> Path:
+    """Where the HTML goes; never over the report it is made from (`x.html` as RESULTS)."""
+    chosen = output or results.with_suffix(".html")
+    if chosen.resolve() == results.resolve() or (
+        chosen.exists() and os.path.samefile(chosen, results)
+    ):
+        raise UsageError(
+            f"{chosen}: is the report itself; pass --output with another file for the HTML"
+        )
+    return chosen
+
+
 def report_command(args: argparse.Namespace) -> Exit:
     try:
         report = load_report(args.results)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
-    output = args.output or args.results.with_suffix(".html")
+    output = _html_output(args.results, args.output)
+    judged = judge_report(report)
+    if judged != report["passed"]:
+        print(
+            f"{args.results}: the file says passed={str(report['passed']).lower()}, but its "
+            f"findings say {'PASSED' if judged else 'FAILED'}; judged by the findings",
+            file=sys.stderr,
+        )
+        report = {**report, "passed": judged}
     output.write_text(render_html(report))
-    summary = {"passed": report["passed"], "html": str(output),
+    summary = {"passed": judged, "html": str(output),
                "nodes_at_fault": report["nodes_at_fault"]}  # fmt: skip
     args.reporter.result(summary, lambda: f"{_summary(report)}\nwrote {output}")
-    return Exit.OK if report["passed"] else Exit.FAILED
+    return Exit.OK if judged else Exit.FAILED
 
 
 def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     if args.expanded:
-        try:
-            data = json.loads(args.expanded.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{args.expanded}: {exc}") from exc
+        data = read_json(args.expanded, MAX_EXPANDED_BYTES, "an expanded plan (JSON)")
         if not isinstance(data, dict):
             raise UsageError(f"{args.expanded}: not an expanded plan (a JSON object)")
         problems = conformance_errors(data, ExpandedPlan)

@@ -42,7 +42,7 @@ def cmd_lock(args: argparse.Namespace) -> Exit:
     )
     hosts = {h for net in outcome.lock["networks"].values() for h in net["hosts"]}
     if args.check:
-        if outcome.changed:
+        if outcome.out_of_date:
             raise CheckFailed(f"{path}: out of date; run `cluster-plan lock {args.plan}`")
         verb = "up to date"
     else:
