@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cluster_plan.catalog import load_catalog
+from cluster_plan.catalog import load_catalog, supports_mig
 from cluster_plan.checks.base import Plan
 from cluster_plan.findings import Finding
 from cluster_plan.kubernetes.cluster import refusals
@@ -76,8 +76,7 @@ def _gpu_sharing(plan: Plan, nodes: list[Node], k8s: dict[str, Any]) -> Iterator
             hint="remove scheduler.kubernetes.gpu_sharing",
         )
         return
-    catalog = load_catalog()
-    without = sorted(m for m in models if mode == "mig" and not catalog[m].get("mig"))
+    without = sorted(m for m in models if mode == "mig" and not supports_mig(m))
     if without:
         yield Finding(
             "mig-unsupported",
