@@ -80,7 +80,8 @@ class _Builder:
                 value = self.constructor.construct_object(node, deep=True)
             except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
                 raise _value_error(node, f"cannot read {node.value!r}: {exc}") from None
-            plain = isinstance(node, yaml.ScalarNode) and node.style is None
+            # a plain scalar: libyaml's style is '', PyYAML's None
+            plain = isinstance(node, yaml.ScalarNode) and not node.style
             if type(value) is int and plain and _OCTAL.match(node.value):
                 self._finding(
                     "octal-number",

@@ -46,7 +46,8 @@ def check_accounts(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             path = ("teams", team, "users", i)
             team_users.setdefault(str(user.get("name")), path)
             yield from _uid(user.get("uid"), (*path, "uid"))
-    yield from _ansible_user(access, {str(u.get("name")) for u in admins}, team_users)
+    managed = {str(u.get("name")) for u in admins} - SYSTEM_USERS  # those: reserved-user
+    yield from _ansible_user(access, managed, team_users)
 
 
 def _system_name(name: Any, path: tuple[Any, ...], what: str) -> Iterator[Finding]:
