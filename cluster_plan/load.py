@@ -6,6 +6,7 @@ composed first and turned into data here, with duplicates reported as findings.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ MAX_PLAN_BYTES = 16 * 1024 * 1024
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 MAX_DEPTH = 64  # a plan is a few levels deep; anything near this is junk
 MAX_ALIAS_VALUES = 250_000
+# YAML 1.1 reads a plain 0-prefixed number as octal: `uid: 02001` is 1025, silently.
+_OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
 EXTENSION_PREFIX = "x-"
 
 
@@ -80,10 +83,22 @@ class _Builder:
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
             try:
-                return self.constructor.construct_object(node, deep=True)
+                value = self.constructor.construct_object(node, deep=True)
             except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
                 reason = str(exc).split(";")[0]  # not Python's advice to raise its limit
                 raise _value_error(node, f"cannot read {_shown(node.value)}: {reason}") from None
+            # a plain scalar: libyaml's style is '', PyYAML's None
+            plain = isinstance(node, yaml.ScalarNode) and not node.style
+            if type(value) is int and plain and _OCTAL.match(node.value):
+                self._finding(
+                    "octal-number",
+                    f"{node.value} has a leading zero, so YAML reads it as octal: {value}",
+                    path,
+                    node,
+                    hint=f"write {node.value.lstrip('0') or '0'} without the zero, or quote it "
+                    "if it is text",
+                )
+            return value
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan
         # would expand forever, so both, and absurd nesting, stop with a finding.
         if id(node) in self.active:

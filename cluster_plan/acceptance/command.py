@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from cluster_plan.acceptance.execution import PrefixExecutor
-from cluster_plan.acceptance.freshness import Decision, decide, inputs_fingerprint
+from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import ReportError, judge_report, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
@@ -248,10 +248,11 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     if args.when == "changed":
         decision = _freshness(args, out_dir / "acceptance.json", inputs)
         if not decision.run:
-            skipped = {"skipped": True, "reason": decision.reason, "report": str(out_dir)}
+            skipped = {"skipped": True, "reason": decision.reason, "report": str(out_dir),
+                       "force": FORCE_HINT}  # fmt: skip
             args.reporter.result(
                 skipped, lambda: f"{spec.cluster}: acceptance skipped, {decision.reason} "
-                f"(last report in {out_dir}; --when always runs it)",
+                f"(last report in {out_dir}); {FORCE_HINT}",
             )  # fmt: skip
             return Exit.OK
         print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)

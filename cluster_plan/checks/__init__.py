@@ -7,13 +7,19 @@ that loaded, and drops a check's crash only when the schema already found errors
 from __future__ import annotations
 
 from cluster_plan.checks.acceptance import check_acceptance
+from cluster_plan.checks.accounts import check_accounts
+from cluster_plan.checks.backups import check_backup_copies
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
+from cluster_plan.checks.ceph_hosts import check_ceph_hosts
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
+from cluster_plan.checks.kubernetes import check_kubernetes
+from cluster_plan.checks.mounts import check_mounts
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
+from cluster_plan.checks.pools import check_ceph_pools
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
@@ -35,14 +41,20 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_disks,
     check_interfaces,
     check_scheduler,
+    check_kubernetes,
     check_reservations,
     check_workload_classes,
     check_datasets,
     check_teams,
+    check_accounts,
     check_ceph,
+    check_ceph_pools,
+    check_ceph_hosts,
+    check_mounts,
     check_nfs_backends,
     check_nfs_service,
     check_backups,
+    check_backup_copies,
     check_paths,
     check_admin_users,
     check_acceptance,
