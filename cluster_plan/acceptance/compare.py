@@ -179,9 +179,9 @@ def render_text(comparison: Mapping[str, Any], every_figure: bool = True) -> str
         counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     lines = [
-        f"compared with run {ref['run']} ({ref['selector']}, {ref['generated_at']}, "
-        f"{'passed' if ref['passed'] else 'failed'}): {summary or 'no figure in common'}; "
-        f"{len(comparison['not_compared'])} not compared"
+        f"compared with run {ref['run']} ({'baseline, ' if ref['baseline'] else ''}"
+        f"{ref['generated_at']}, {'passed' if ref['passed'] else 'failed'}): "
+        f"{summary or 'no figure in common'}; {len(comparison['not_compared'])} not compared"
     ]
     lines += [f"  note: {n}" for n in comparison["notes"]]
     if every_figure:

@@ -11,39 +11,57 @@ from typing import Any
 from cluster_plan.acceptance.figures import METRICS
 from cluster_plan.acceptance.html import BAD, EMPTY, ERRORED, GOOD, _heatmap, _table
 
-IMPROVED_COLOUR, SLOWER = "#1565c0", "#8d6e00"  # better than before; worse, within tolerance
+# better than before beyond the tolerance; worse, past half the tolerance; no tolerance set
+IMPROVED_COLOUR, SLOWER, NOT_JUDGED = "#1565c0", "#8d6e00", "#607d8b"
 HEATMAPS = ("bandwidth_gbps", "rtt_median_ms")  # the figures that vary from run to run
 TREND_W, TREND_H, PAD = 260, 70, 6
 
 
-def _cell(row: Mapping[str, Any]) -> tuple[str, str]:
+def _percent(pdiff: float) -> str:
+    """Percent without the sign, at most four characters so it fits its cell: -0.4, +3.1,
+    -12."""
+    if abs(pdiff) < 0.0005:
+        return "0.0"
+    return f"{pdiff * 100:+.1f}" if abs(pdiff) < 0.0995 else f"{pdiff * 100:+.0f}"
+
+
+def _cell(row: Mapping[str, Any], tolerance: Mapping[str, Any]) -> tuple[str, str]:
     outcome, pdiff = row["outcome"], row["pdiff"]
     if outcome == "failed":
         return ERRORED, "err"
     if pdiff is None:
         return EMPTY, "n/a"
-    text = f"{pdiff * 100:+.0f}%"
+    text = _percent(pdiff)
     if outcome == "degraded":
         return BAD, text
     if outcome == "improved":
         return IMPROVED_COLOUR, text
-    worse = (pdiff < 0) == (METRICS[row["metric"]].better == "higher") and pdiff != 0
-    return (SLOWER if worse else GOOD), text
+    metric = METRICS[row["metric"]]
+    bound = tolerance.get(metric.tolerance or "") or {}
+    limit = bound.get("lower") if metric.better == "higher" else bound.get("upper")
+    if limit is None:
+        return NOT_JUDGED, text
+    # amber: more than half of the way to degraded, so a trend shows before it crosses
+    return (SLOWER if pdiff / limit > 0.5 else GOOD), text
 
 
 def _legend(tolerance: Mapping[str, Any]) -> str:
     bands = ", ".join(
         f"{kind} {_band(b)}" for kind, b in sorted(tolerance.items()) if _band(b) != "not judged"
     )
+    items = [
+        (GOOD, "as before"), (SLOWER, "worse, over half the tolerance"), (BAD, "degraded"),
+        (IMPROVED_COLOUR, "better beyond the tolerance"), (NOT_JUDGED, "no tolerance set"),
+        (ERRORED, "measurement failed"), (EMPTY, "not compared"),
+    ]  # fmt: skip
+    keys = "".join(
+        f'<i style="font-style:normal;white-space:nowrap"><span style="background:{colour}">'
+        f"</span>{text}</i> "
+        for colour, text in items
+    )
     return (
-        '<p class="legend">'
-        f'<span style="background:{GOOD}"></span>as before or better'
-        f'<span style="background:{SLOWER}"></span>worse, within tolerance'
-        f'<span style="background:{BAD}"></span>degraded'
-        f'<span style="background:{IMPROVED_COLOUR}"></span>improved beyond tolerance'
-        f'<span style="background:{ERRORED}"></span>measurement failed'
-        f'<span style="background:{EMPTY}"></span>not compared'
-        f"<br>Tolerance (fractions of the earlier value): {escape(bands or 'none')}</p>"
+        f'<p class="legend">{keys}<br>Tolerance (fractions of the earlier value): '
+        f"{escape(bands or 'none')}</p>"
     )
 
 
@@ -56,13 +74,15 @@ def _band(bound: Mapping[str, Any]) -> str:
     return f"[{low}, {high}]"
 
 
-def _heatmaps(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _heatmaps(
+    report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], tolerance: Mapping[str, Any]
+) -> list[str]:
     out = []
     for network in report["networks"]:
         nodes = [n["name"] for n in network["nodes"]]
         for metric in HEATMAPS:
             cells = {
-                (r["source"], r["target"]): _cell(r)
+                (r["source"], r["target"]): _cell(r, tolerance)
                 for r in rows
                 if r["metric"] == metric and r["network"] == network["name"]
             }
@@ -70,8 +90,8 @@ def _heatmaps(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> l
                 continue
             label = METRICS[metric].label
             out += [
-                f"<h3>{escape(network['name'])}: {escape(label)}, change against the earlier "
-                "run (row to column)</h3>",
+                f"<h3>{escape(network['name'])}: {escape(label)}, change in % against the "
+                "earlier run (row to column)</h3>",
                 _heatmap(nodes, cells, f"{label} change {network['name']}"),
             ]
     return out
@@ -145,6 +165,16 @@ def _figure_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     ]  # fmt: skip
 
 
+def reference_words(comparison: Mapping[str, Any]) -> str:
+    """What the run compared with is, in words: "the baseline", "the last passed run"..."""
+    ref, selector = comparison["reference"], comparison["selector"]
+    if ref["baseline"] and selector in ("auto", "baseline"):
+        return "the baseline"
+    if selector in ("auto", "last-passed"):
+        return "the last passed run"
+    return f"chosen run, {'passed' if ref['passed'] else 'failed'}"
+
+
 def render_comparison(report: Mapping[str, Any]) -> list[str]:
     """The comparison section of the page (empty when the report has none)."""
     comparison = report.get("comparison")
@@ -163,12 +193,12 @@ def render_comparison(report: Mapping[str, Any]) -> list[str]:
         for g in comparison["not_compared"]
     ]  # fmt: skip
     return [
-        f"<h2>Comparison with run {ref['run']} ({escape(comparison['selector'])}, "
-        f"{escape(ref['generated_at'])}, {'passed' if ref['passed'] else 'failed'})</h2>",
+        f"<h2>Comparison with run {ref['run']} ({escape(reference_words(comparison))}, "
+        f"{escape(ref['generated_at'])})</h2>",
         f"<p>{len(rows)} figures compared, {len(degraded)} degraded, {len(gaps)} not compared.</p>",
         f"<ul>{notes}</ul>" if notes else "",
         _legend(comparison["tolerance"]),
-        *_heatmaps(report, rows),
+        *_heatmaps(report, rows, comparison["tolerance"]),
         *_trends(comparison["trends"]),
         "<h3>Degraded figures</h3>",
         _table(headers, _figure_rows(degraded)) if degraded else "<p>None.</p>",
