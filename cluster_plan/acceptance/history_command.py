@@ -75,6 +75,8 @@ def open_for_run(args: argparse.Namespace, expanded: ExpandedPlan, out_dir: Path
     measured, so a foreign or unreadable database stops the run at once."""
     if args.no_history:
         return None
+    if args.compare not in (AUTO, "baseline", "last-passed") and not args.compare.isdigit():
+        raise UsageError(f"--compare {args.compare!r}: {COMPARE_HELP}")
     path = args.history or history_path(expanded["acceptance"], args.plan, out_dir)
     return History(path, create=True)
 

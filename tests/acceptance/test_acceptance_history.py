@@ -345,6 +345,8 @@ def test_command_mistakes_are_usage_errors(
     assert "no acceptance history there" in capsys.readouterr().err
     assert main(["acceptance", "p.yml", "extra.yml", *base]) == 2
     assert main(["acceptance", "p.yml", "--mark-baseline", "1", *base]) == 2
+    assert main(["acceptance", "p.yml", "--compare", "yesterday", *base]) == 2
+    assert "a run id, last-passed or baseline" in capsys.readouterr().err
     (tmp_path / "history.sqlite").write_text("not a database\n")
     assert main(["acceptance", "p.yml", *base]) == 2  # refused before measuring anything
     assert "not an acceptance history" in capsys.readouterr().err
