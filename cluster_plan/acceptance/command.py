@@ -250,9 +250,9 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
             )  # fmt: skip
             return Exit.OK
         print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)
-    tracker = history.open_for_run(args, expanded, out_dir)
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = _executor(args, expanded, addresses, Path(control_dir))
+        tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured
         report = AcceptanceRunner(spec, executor, options).run()
     report["inputs"] = inputs
     failure = history.record_run(tracker, args, report, expanded, out_dir / "acceptance.json")

@@ -7,7 +7,8 @@ lab-netns` on a bare lab, as test_lab_acceptance.py does. The plan's floor is lo
 (the lab plan's 9 Gb/s would fail a 90 % link outright: the lab's 100 Mbit/s links give about
 9.8 plan Gb/s of TCP goodput). The bandwidth tolerance is -7 %, halfway between the lab's
 noise and the fault: between clean runs a pair's figure moved by -5.1 % to +4.3 % (a round
-that ran slow, a 3 s test that read above the line rate), and the 90 % link's pairs by -9.0 % to -15 % (docs/acceptance.md).
+that ran slow, a 3 s test that read above the line rate), and the 90 % link's pairs by -9.0 %
+to -15 % (docs/acceptance.md).
 """
 
 from __future__ import annotations
