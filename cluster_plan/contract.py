@@ -214,10 +214,27 @@ class StorageAcceptance(TypedDict):
     pool: typing.NotRequired[str]  # plans with Ceph pools: the first rbd pool unless set
 
 
+class Tolerance(TypedDict):
+    lower: float | None  # fractions of the earlier run's value; None: no bound
+    upper: float | None
+
+
+class HistoryTolerance(TypedDict):
+    bandwidth: Tolerance
+    latency: Tolerance
+    storage: Tolerance
+
+
+class AcceptanceHistory(TypedDict):
+    database: str | None  # None: history.sqlite beside the reports
+    tolerance: HistoryTolerance
+
+
 class Acceptance(TypedDict):
     network: NetworkAcceptance | None
     gpu: GpuAcceptance
     storage: StorageAcceptance
+    history: AcceptanceHistory
 
 
 class Retention(TypedDict):

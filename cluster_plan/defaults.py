@@ -167,6 +167,19 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # storage acceptance runs in plans with Ceph; its pool is derived below
     "acceptance.storage": {},
     "acceptance.storage.bench_seconds": 10,
+    # the run history; its database defaults to history.sqlite beside the reports
+    "acceptance.history": {},
+    "acceptance.history.database": None,
+    "acceptance.history.tolerance": {},
+    "acceptance.history.tolerance.bandwidth": {},
+    "acceptance.history.tolerance.bandwidth.lower": -0.05,
+    "acceptance.history.tolerance.bandwidth.upper": None,
+    "acceptance.history.tolerance.latency": {},
+    "acceptance.history.tolerance.latency.lower": None,
+    "acceptance.history.tolerance.latency.upper": None,
+    "acceptance.history.tolerance.storage": {},
+    "acceptance.history.tolerance.storage.lower": -0.05,
+    "acceptance.history.tolerance.storage.upper": None,
     "lab": None,
     "lab.rate_scale": 0.01,
 }

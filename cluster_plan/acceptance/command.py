@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, cast
 
+from cluster_plan.acceptance import history_command as history
 from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
@@ -40,15 +41,19 @@ def register(subparsers: Any) -> None:
     report.add_argument("results", type=Path, help="acceptance.json written by `acceptance`")
     report.add_argument("--output", type=Path, help="HTML file (default: beside RESULTS)")
     report.add_argument("--format", choices=["text", "json"], default="text")
+    history.add_report_options(report)
     report.set_defaults(func=report_command)
 
     run = subparsers.add_parser(
         "acceptance",
         help="run network acceptance tests on the cluster and judge them against the plan",
         description="Bandwidth (iperf3), latency, loss and MTU (fping) between every pair of "
-        "nodes; writes reports/<cluster>/acceptance.json and .html.",
+        "nodes; writes reports/<cluster>/acceptance.json and .html, records the run in the "
+        "history and compares it with an earlier one. `acceptance history PLAN` lists the "
+        "recorded runs.",
     )
     run.add_argument("plan", type=Path, help="the cluster plan (YAML)")
+    history.add_run_options(run)
     run.add_argument(
         "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
     )
@@ -143,10 +148,17 @@ def report_command(args: argparse.Namespace) -> Exit:
             file=sys.stderr,
         )
         report = {**report, "passed": judged}
+    if args.compare:
+        history.compare_report(args, report)
     output.write_text(render_html(report))
     summary = {"passed": judged, "html": str(output),
                "nodes_at_fault": report["nodes_at_fault"]}  # fmt: skip
-    args.reporter.result(summary, lambda: f"{_summary(report)}\nwrote {output}")
+    if args.compare:
+        summary |= {"findings": report["findings"], "comparison": report["comparison"]}
+    compared = history.comparison_text(report, every_figure=True) if args.compare else ""
+    args.reporter.result(
+        summary, lambda: "\n".join(filter(None, [_summary(report), compared, f"wrote {output}"]))
+    )
     return Exit.OK if judged else Exit.FAILED
 
 
@@ -235,6 +247,9 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
         raise UsageError(f"unknown phase {', '.join(unknown)}")
+    if history.is_history(args):
+        args.plan = args.history_plan
+        return history.history_command(args, _load_expanded(args))
     expanded = _load_expanded(args)
     nodes = args.nodes.split(",") if args.nodes else None
     spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
@@ -258,8 +273,16 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
         print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = _executor(args, expanded, addresses, Path(control_dir))
+        tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured
         report = AcceptanceRunner(spec, executor, options).run()
     report["inputs"] = inputs
+    failure = history.record_run(tracker, args, report, expanded, out_dir / "acceptance.json")
     json_path, html_path = write_report(report, out_dir)
-    args.reporter.result(report, lambda: f"{_summary(report)}\nwrote {json_path} and {html_path}")
+    if failure is not None:  # the report is written: the measurements are kept even so
+        raise failure
+    compared = history.comparison_text(report, every_figure=False)
+    args.reporter.result(
+        report, lambda: "\n".join(filter(None, [_summary(report), compared,
+                                                f"wrote {json_path} and {html_path}"])),
+    )  # fmt: skip
     return Exit.OK if report["passed"] else Exit.FAILED

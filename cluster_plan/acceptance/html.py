@@ -233,6 +233,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         ]
     if report.get("storage"):
         body += _storage(report["storage"])
+    from cluster_plan.acceptance.compare_html import render_comparison  # it draws with ours
+
+    body += render_comparison(report)
     body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
     timing = report.get("timing") or {}
     if timing:
