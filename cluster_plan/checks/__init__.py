@@ -9,11 +9,13 @@ from __future__ import annotations
 from cluster_plan.checks.acceptance import check_acceptance
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.checks.fitness import check_fitness, check_team_pools
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
+from cluster_plan.checks.power import check_rack_power
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
@@ -39,6 +41,9 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_workload_classes,
     check_datasets,
     check_teams,
+    check_team_pools,
+    check_rack_power,
+    check_fitness,
     check_ceph,
     check_nfs_backends,
     check_nfs_service,
