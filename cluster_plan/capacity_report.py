@@ -6,11 +6,11 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-_WARN, _OVER = "#e0a020", "#c0392b"
+_WARN, _OVER, _OK = "#f3c969", "#ef8a7e", "#a8d98a"  # light: the label stays legible
 
 
 def _gpus(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{count} x {model}" for model, count in gpus.items()) or "-"
+    return ", ".join(f"{count:,} x {model}" for model, count in gpus.items()) or "-"
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -37,10 +37,15 @@ def render_text(model: dict[str, Any]) -> str:
     ]
     for pool in model["pools"]:
         classes = ", ".join(pool["classes"]) or "no class"
+        accel = (
+            f"{_gpus(pool['gpus'])}, {_num(pool['gpu_memory_gb'])} GB GPU memory, "
+            f"{_num(pool['bf16_pflops'])} PFLOPS BF16 dense, "
+            if pool["gpus"]
+            else "no GPUs, "
+        )
         lines.append(
-            f"  {pool['pool']} ({classes}): {pool['nodes']} nodes, {_gpus(pool['gpus'])}, "
-            f"{_num(pool['gpu_memory_gb'])} GB GPU memory, {_num(pool['bf16_pflops'])} PFLOPS "
-            f"BF16 dense, {_num(pool['peak_kw'], ' kW')} peak"
+            f"  {pool['pool']} ({classes}): {pool['nodes']} nodes, {accel}"
+            f"{_num(pool['peak_kw'], ' kW')} peak"
         )
     lines += ["", "racks (peak draw against power and cooling budgets):"]
     for rack in model["racks"]:
@@ -84,7 +89,7 @@ def _bar(rack: dict[str, Any], key: str, warn_pct: float) -> str:
     budget, pct = rack[f"{key}_kw"], rack[f"{key}_pct"]
     if budget is None:
         return '<span class="none">no budget</span>'
-    color = _OVER if pct > 100 else _WARN if pct > warn_pct else "#4c9a2a"
+    color = _OVER if pct > 100 else _WARN if pct > warn_pct else _OK
     width = min(pct, 100.0)
     label = f"{_num(rack['peak_kw'])} / {_num(budget)} kW ({pct:.0f} %)"
     return (
@@ -146,8 +151,8 @@ def render_html(model: dict[str, Any]) -> str:
             escape(", ".join(p["classes"]) or "-"),
             str(p["nodes"]),
             escape(_gpus(p["gpus"])),
-            _num(p["gpu_memory_gb"]),
-            _num(p["bf16_pflops"]),
+            _num(p["gpu_memory_gb"]) if p["gpus"] else "-",
+            _num(p["bf16_pflops"]) if p["gpus"] else "-",
             _num(p["peak_kw"]),
             _num(p["typical_kw"]),
         ]

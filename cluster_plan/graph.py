@@ -20,7 +20,7 @@ _MAX_NODES_SHOWN = 12  # per rack; more are summarised so big plans stay readabl
 _MAX_NODES_SHOWN_BANDED = 4  # in plans of several bands, where the racks matter, not the hosts
 PER_BAND = 16  # racks per band
 _BAR_H = 14
-_WARN, _OVER, _OK = "#e0a020", "#c0392b", "#4c9a2a"
+_WARN, _OVER, _OK = "#f3c969", "#ef8a7e", "#a8d98a"  # light: the label stays legible on them
 _COLORS = {"gpu": "#76b900", "accelerator": "#f0a030", None: "#8fa8c8"}
 
 
