@@ -151,8 +151,8 @@ def render_html(model: dict[str, Any]) -> str:
             escape(", ".join(p["classes"]) or "-"),
             str(p["nodes"]),
             escape(_gpus(p["gpus"])),
-            _num(p["gpu_memory_gb"]) if p["gpus"] else "-",
-            _num(p["bf16_pflops"]) if p["gpus"] else "-",
+            _num(p["gpu_memory_gb"] or None),  # none, or not in the catalog (tpu)
+            _num(p["bf16_pflops"] or None),
             _num(p["peak_kw"]),
             _num(p["typical_kw"]),
         ]

@@ -3,7 +3,7 @@ team's GPU limit fits the pools its classes route to (docs/capacity.md)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -171,11 +171,13 @@ def check_team_pools(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
 def pool_gpus(plan: Plan, nodes: Sequence[Node]) -> dict[str, int]:
     """pool -> NVIDIA GPUs on its compute nodes."""
     catalog = load_catalog()
+    # a node group's nodes share pool, profile and roles: count them once per group
+    groups = Counter((n.group, n.pool, n.hardware, n.roles) for n in nodes if n.pool)
     out: dict[str, int] = defaultdict(int)
-    for node in nodes:
-        accel = (plan["hardware"].get(node.hardware) or {}).get("accelerators")
-        if not node.pool or not accel or not COMPUTE_ROLES.intersection(node.roles):
+    for (_, pool, hardware, roles), count in groups.items():
+        accel = (plan["hardware"].get(hardware) or {}).get("accelerators")
+        if not accel or not COMPUTE_ROLES.intersection(roles):
             continue
         if catalog.get(accel["model"], {}).get("vendor") == "nvidia":
-            out[node.pool] += accel["count"]
+            out[pool] += accel["count"] * count
     return dict(out)
