@@ -73,7 +73,8 @@ def _mean(xs: list[float]) -> float:
 def _bar(x: float, y: float, w: float, draw: float, budget: float | None, what: str) -> list[str]:
     """One budget bar: filled by draw/budget (capped at the box), labelled with both."""
     if not budget:
-        return [f'<text x="{x:.0f}" y="{y + 10:.0f}" class="sub">{what}: no budget</text>']
+        text = f"{what}: {draw:,.1f} kW, no budget"
+        return [f'<text x="{x:.0f}" y="{y + 10:.0f}" class="sub">{text}</text>']
     pct = 100 * draw / budget
     color = _OVER if pct > 100 else _WARN if pct > 80 else _OK
     fill = w * min(pct, 100) / 100

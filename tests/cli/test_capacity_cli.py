@@ -128,7 +128,7 @@ def test_graph_bands_64_racks_by_pod_and_stays_bounded(capsys, tmp_path):
         if t.text in ("rack r01", "rack r17")
     }
     assert rack_y["rack r17"] > rack_y["rack r01"]  # spine2's racks sit below spine1's
-    assert "power: no budget" in texts
+    assert "power: 323.8 kW, no budget" in texts  # 32 HGX H100 nodes of 10.12 kW
 
 
 def test_graph_bars_show_each_racks_draw_against_its_budget(capsys, tmp_path):
