@@ -132,6 +132,7 @@ def capacity_model(
 ) -> dict[str, Any]:
     """The whole report as plain data (see docs/capacity.md for each field)."""
     limits = settings(plan)
+    found = list(findings)
     racks = [_rack_row(r) for r in rack_power(plan, nodes).values()]
     pools = _pools(plan, nodes, limits["typical_load_pct"] / 100)
     budgets = [r["power_kw"] for r in racks if r["power_kw"] is not None]
@@ -155,6 +156,16 @@ def capacity_model(
         "racks": racks,
         "teams": _teams(plan, nodes),
         "findings": [
-            f.as_dict() for f in findings if f.code in CAPACITY_CODES and f.suppressed_by is None
+            f.as_dict() for f in found if f.code in CAPACITY_CODES and f.suppressed_by is None
         ],
+        "suppressed": _suppressed(found),
     }
+
+
+def _suppressed(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Capacity findings the plan suppressed, by code and reason: what the plan says why."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for f in findings:
+        if f.code in CAPACITY_CODES and f.suppressed_by is not None:
+            counts[(f.code, f.suppressed_by)] += 1
+    return [{"code": c, "reason": r, "count": n} for (c, r), n in sorted(counts.items())]

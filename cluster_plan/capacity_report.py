@@ -68,6 +68,8 @@ def render_text(model: dict[str, Any]) -> str:
             )
     if model["findings"]:
         lines += ["", f"{len(model['findings'])} finding(s): see `cluster-plan validate`"]
+    for entry in model["suppressed"]:
+        lines.append(f"suppressed: {entry['count']} x {entry['code']}: {entry['reason']}")
     return "\n".join(lines)
 
 
@@ -178,6 +180,10 @@ def render_html(model: dict[str, Any]) -> str:
         head = ["team", "pools", "pool GPUs", "GPU limit", "share"]
         parts += _table(head, team_rows, {2, 3, 4})
     parts += _findings(model["findings"])
+    parts += [
+        f"<p>suppressed by the plan: {s['count']} x {escape(s['code'])}: {escape(s['reason'])}</p>"
+        for s in model["suppressed"]
+    ]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

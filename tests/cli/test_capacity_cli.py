@@ -59,6 +59,9 @@ def test_the_large_example_reports_every_rack_and_says_why_it_has_no_budget(caps
     # rack-density with its reason, so the report lists no finding
     assert all(r["peak_kw"] > 142 and r["power_kw"] is None for r in model["racks"])
     assert model["findings"] == []
+    (suppressed,) = model["suppressed"]
+    assert (suppressed["code"], suppressed["count"]) == ("rack-density", 64)
+    assert "row of cabinets" in suppressed["reason"]
 
 
 def test_a_plan_over_budget_fails_without_a_traceback(capsys):
