@@ -117,6 +117,8 @@ class Rack(TypedDict):
     row: str | None
     description: str
     location: typing.NotRequired[str]
+    power: typing.NotRequired[dict[str, Any]]  # kw or feeds, as in the plan
+    cooling: typing.NotRequired[dict[str, Any]]  # kw and kind, as in the plan
 
 
 class WorkloadClass(TypedDict):

@@ -12,6 +12,7 @@ from cluster_plan.checks.backups import check_backup_copies
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.checks.ceph_hosts import check_ceph_hosts
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.checks.fitness import check_fitness, check_team_pools
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
@@ -20,6 +21,7 @@ from cluster_plan.checks.mounts import check_mounts
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
 from cluster_plan.checks.pools import check_ceph_pools
+from cluster_plan.checks.power import check_rack_power
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
@@ -47,6 +49,9 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_datasets,
     check_teams,
     check_accounts,
+    check_team_pools,
+    check_rack_power,
+    check_fitness,
     check_ceph,
     check_ceph_pools,
     check_ceph_hosts,

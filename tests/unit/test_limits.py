@@ -73,6 +73,8 @@ def test_many_node_groups_validate_in_linear_time():
         .replace("cidr: 10.40.0.0/24", "cidr: 10.0.0.0/10")
         .replace("cidr: 10.41.0.0/24", "cidr: 10.64.0.0/10")
         .replace("cidr: 10.42.0.0/24", "cidr: 10.128.0.0/10")
+        # the lab's 8 kW rack budgets are not what 40,000 nodes a rack would stand in
+        .replace(", power: {kw: 8}, cooling: {kw: 8, kind: air}}", "}")
     )
     started = time.monotonic()
     result = validate_text(text, "big.yml")
