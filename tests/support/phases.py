@@ -5,7 +5,9 @@ runs' files (tests/support/phase_report.py) and compares the totals with tests/b
 
 A test's phase comes from its markers and path; the session lab's bring-up and the converge
 (the three site.yml runs of `converged_lab`) are carved out of the setup of the test that
-first asked for them, so each is a phase of its own.
+first asked for them, so each is a phase of its own (the lab's take-down falls in the
+teardown of the session's last test). Under pytest-xdist the phases split the wall time as
+they split the summed test time.
 """
 
 from __future__ import annotations
