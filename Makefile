@@ -7,11 +7,14 @@ PLAN ?= inventory/lab/cluster.yml
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-# Host packages: the lab (debootstrap, nftables, iperf3, fping, netcat) and the Lua tests.
+# Host packages: the lab (debootstrap, nftables, iperf3, fping, netcat), the Lua tests, and
+# sshd for the test that checks the roles' sshd drop-in with `sshd -T` (docs/lab.md, Skips).
 APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables iperf3 fping \
-	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin
-# The 40 slowest tests are listed at the end of every run: where CI's time goes.
-PYTEST_ARGS ?= --durations=40
+	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin openssh-server
+# Every `make test` keeps its evidence under reports/ (gitignored): the JUnit XML, every
+# test's setup/call/teardown seconds (durations.txt) and the phase totals (phases.json),
+# printed at the end against tests/budget.json (tests/support/phase_report.py).
+PYTEST_ARGS ?=
 
 .PHONY: help deps apt-deps lab lab-down test lint bench check-plans
 
@@ -52,11 +55,16 @@ lab: deps
 lab-down: deps
 	$(BIN)/cluster-plan lab down $(PLAN)
 
-test: deps
-	@set -o pipefail; rc=0; \
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest $(PYTEST_ARGS) || rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; \
-	exit $$rc
+# A missing lab prerequisite fails the run (CLUSTER_PLAN_REQUIRE_LAB=1; opt out explicitly with
+# CLUSTER_PLAN_SKIP_LAB=1). The last line is `N passed, N failed`: CI reads it.
+test:
+	@started=$$(date +%s.%N); \
+	$(MAKE) --no-print-directory deps || exit $$?; \
+	tests_started=$$(date +%s.%N); mkdir -p reports; rc=0; \
+	PATH="$(abspath $(BIN)):$$PATH" CLUSTER_PLAN_REQUIRE_LAB=1 $(BIN)/pytest \
+		--phases=all --junitxml=reports/all.xml $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) tests/support/phase_report.py --started $$started --tests-started $$tests_started \
+		all:$$rc
 
 lint: deps
 	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks

@@ -23,13 +23,10 @@ import pytest
 
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import spec_from_expanded
+from cluster_plan.lab.pytest_plugin import Lab, lab
 
 pytestmark = pytest.mark.lab
 
-try:
-    from cluster_plan.lab.pytest_plugin import Lab, lab
-except ImportError as exc:  # the lab package is optional for the pure tests
-    pytest.skip(f"the lab is unavailable: {exc}", allow_module_level=True)
 
 __all__ = ["lab"]
 

@@ -224,7 +224,8 @@ def test_connection_vars_go_through_the_admin_namespace(
 
 
 def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
-    started = time.monotonic()
+    # "fast": it refuses on the missing namespace without trying to connect (the message
+    # says so); the timeout only stops a hang, and the time is a figure in bench_limits.py
     result = subprocess.run(
         [
             sys.executable,
@@ -241,7 +242,6 @@ def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
     )
     assert result.returncode == 255
     assert "is not up" in result.stderr
-    assert time.monotonic() - started < 5
 
 
 def _packet_message(packet_id: int) -> bytes:
@@ -453,20 +453,25 @@ def test_site_dns_answers_plan_hosts_only(expanded: dict[str, Any]) -> None:
     assert outside is not None and struct.unpack_from("!H", outside, 2)[0] & 0xF == 5
 
 
-def test_site_ntp_answers_clients_with_this_clock() -> None:
+def test_site_ntp_answers_clients_with_this_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     request = bytes([0x23]) + bytes(39) + b"ORIGINTS"  # v4, client mode
-    reply = sitesvc.ntp_reply(request, time.time())
+    now = 1_780_000_000.5  # this machine's clock, held still: the reply must carry it exactly
+    monkeypatch.setattr(sitesvc.time, "time", lambda: now)
+    reply = sitesvc.ntp_reply(request, now - 1)
     assert reply is not None and len(reply) == 48
     assert reply[0] & 0x07 == 4 and reply[1] == 1
     assert reply[24:32] == b"ORIGINTS"  # our transmit time echoed as their origin
     seconds = struct.unpack_from("!I", reply, 40)[0] - sitesvc.NTP_EPOCH_OFFSET
-    assert abs(seconds - time.time()) < 5
-    assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), time.time()) is None  # not a client
+    assert seconds == int(now)  # transmitted at this clock's time
+    received = struct.unpack_from("!I", reply, 32)[0] - sitesvc.NTP_EPOCH_OFFSET
+    assert received == int(now - 1)  # and received when the caller said
+    assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), now) is None  # not a client
 
 
 def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     ansible = Path(sys.executable).with_name("ansible")
-    started = time.monotonic()
+    # the inventory plugin refuses at once, naming the lab (no SSH attempt and its timeouts);
+    # the timeout only stops a hang, and the time is a figure in bench_limits.py
     result = subprocess.run(
         [str(ansible), "-i", str(PLAN), "head01", "-m", "ping"],
         capture_output=True,
@@ -478,7 +483,6 @@ def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     )
     assert result.returncode != 0
     assert "the lab 'never-up' is not up" in result.stdout + result.stderr, result.stdout
-    assert time.monotonic() - started < 30
 
 
 def test_guard_refuses_plans_that_overlap_this_machine(
