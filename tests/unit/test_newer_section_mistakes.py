@@ -244,12 +244,16 @@ def test_pods_need_1280_bytes_under_the_encapsulation():
     assert codes(text) == [("error", "pod-mtu")]
 
 
+L4_FOR_TRAINING = [("warning", "training-gpu-memory"), ("warning", "training-without-nvlink")]
+
+
 @pytest.mark.parametrize(
     ("model", "mode", "found"),
     [
         ("H100-PCIE-80GB", "mig", []),
-        ("L4", "mig", [("error", "mig-unsupported")]),
-        ("L4", "time-slicing, replicas: 2", []),
+        # and two fitness warnings of their own: the plan trains on 24 GB PCIe L4s
+        ("L4", "mig", [("error", "mig-unsupported"), *L4_FOR_TRAINING]),
+        ("L4", "time-slicing, replicas: 2", L4_FOR_TRAINING),
     ],
 )
 def test_mig_needs_gpus_that_have_it(model, mode, found):
