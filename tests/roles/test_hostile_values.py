@@ -167,6 +167,7 @@ _PLAY = {
         "taint": {"key": "cluster-plan/reservation", "effect": "NoSchedule"},
     },
     "kubernetes_reservation_action": "start",
+    "kubernetes_package_host": "pkgs.k8s.io",
 }
 _ITEMS = {
     ("common", "network.j2"): "{{ {'key': 'mgmt', 'value': plan_host.interfaces.mgmt} }}",
@@ -184,6 +185,12 @@ _TASK_FIELDS = [
         ("line",),
     ),
     ("common", "identity.yml", "Set the time zone", ("src",)),
+    (
+        "kubernetes",
+        "packages.yml",
+        "Send apt to the Kubernetes package source through the plan's proxy",
+        ("content",),
+    ),
 ]
 _TASK_ITEMS = {
     "team_users.yml": "{{ [{'home': '/home/alice'}, common_team_users | first] }}",
