@@ -62,6 +62,7 @@ TARGETS: dict[str, tuple[Any, ...]] = {
     "cluster name": ("cluster", "name"),
     "team user name": (*TEAM, "name"),
     "team user key": (*TEAM, "ssh_keys", 0),
+    "rack row": ("racks", "r1", "row"),
 }
 
 # A sound value for each, unique in every rendered file: where it shows up is what writes it.
@@ -80,6 +81,7 @@ MARKERS = {
     "cluster name": "qq11x",
     "team user name": "qq12x",
     "team user key": "qq13x",
+    "rack row": "qq14x",
 }
 
 
@@ -196,7 +198,7 @@ _TASK_ITEMS = {
     "team_users.yml": "{{ [{'home': '/home/alice'}, common_team_users | first] }}",
     "client.yml": "{{ backup_targets | first }}",
 }
-HOSTS = ("head01", "gpu01")
+HOSTS = ("head01", "gpu01", "stor01")  # a controller, a compute node, an OSD host
 
 
 def _templates() -> list[tuple[str, str]]:
@@ -243,8 +245,8 @@ def _jobs(expanded: dict[str, Any]) -> dict[str, Callable[[], str]]:
 def _render_all(
     expanded: dict[str, Any], only: set[str] | None = None
 ) -> dict[str, str | Exception]:
-    """Every template of every role, and the tasks' plan-valued fields, for two hosts (or the
-    renders named in `only`): the text, or the error it failed with."""
+    """Every template of every role, and the tasks' plan-valued fields, for each of HOSTS (or
+    the renders named in `only`): the text, or the error it failed with."""
     out: dict[str, str | Exception] = {}
     for key, job in _jobs(expanded).items():
         if only is not None and key not in only:
@@ -289,6 +291,7 @@ def lab_expanded_once() -> dict[str, Any]:
 
     expanded = load_expanded(str(LAB_PLAN))
     expanded["teams"]["vision"]["users"][0]["ssh_keys"] = [f"ssh-ed25519 {_ED25519}"]
+    expanded["storage"]["ceph"]["failure_domain"] = "row"  # so ceph.conf writes the row
     return expanded
 
 
@@ -316,7 +319,7 @@ def writers(lab_expanded_once: dict[str, Any]) -> dict[str, set[str]]:
 def test_every_template_renders_for_the_lab_plan(baseline: dict[str, str | Exception]) -> None:
     failed = {k: str(v)[:200] for k, v in baseline.items() if isinstance(v, Exception)}
     assert not failed
-    assert len(baseline) == 2 * (len(_templates()) + len(_TASK_FIELDS))
+    assert len(baseline) == len(HOSTS) * (len(_templates()) + len(_TASK_FIELDS))
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
