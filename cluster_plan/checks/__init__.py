@@ -13,6 +13,7 @@ from cluster_plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.checks.ceph_hosts import check_ceph_hosts
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
 from cluster_plan.checks.fitness import check_fitness, check_team_pools
+from cluster_plan.checks.grammar import check_calendars, check_reserved_hostnames, check_ssh_keys
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
@@ -25,7 +26,7 @@ from cluster_plan.checks.power import check_rack_power
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
-from cluster_plan.checks.services import check_backups, check_nfs_service, check_paths
+from cluster_plan.checks.services import check_backups, check_nfs_service
 from cluster_plan.checks.storage import check_ceph, check_nfs_backends
 from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
@@ -60,8 +61,10 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_nfs_service,
     check_backups,
     check_backup_copies,
-    check_paths,
     check_admin_users,
+    check_ssh_keys,
+    check_calendars,
+    check_reserved_hostnames,
     check_acceptance,
     check_inventory,
 )

@@ -129,36 +129,3 @@ def check_backups(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             hint=f"give hardware {target.hardware} (or node {target.name}) a disk with "
             "use: backup, or suppress with a reason",
         )
-
-
-def _paths(plan: Plan) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    storage = plan.get("storage") or {}
-    scratch = (storage.get("local") or {}).get("scratch")
-    if scratch is not None:
-        yield ("storage", "local", "scratch"), scratch
-    for i, export in enumerate((storage.get("nfs") or {}).get("exports") or []):
-        for key in ("path", "mount"):
-            if key in export:
-                yield ("storage", "nfs", "exports", i, key), export[key]
-    backups = plan.get("backups") or {}
-    if backups:
-        yield ("backups", "target", "path"), backups["target"]["path"]
-    for i, source in enumerate(backups.get("sources") or []):
-        yield ("backups", "sources", i), source
-    datasets = (plan.get("scheduler") or {}).get("datasets") or {}
-    for name, dataset in datasets.items():
-        if "path" in dataset:
-            yield ("scheduler", "datasets", name, "path"), dataset["path"]
-
-
-def check_paths(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
-    """Directories on the nodes are absolute: a relative one would depend on where a service
-    happens to start."""
-    for path, value in _paths(plan):
-        if isinstance(value, str) and not value.startswith("/"):
-            yield Finding(
-                "path-not-absolute",
-                f"{value!r} is not an absolute path",
-                path,
-                hint=f"e.g. /{value.lstrip('./')}",
-            )

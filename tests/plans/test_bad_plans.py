@@ -229,7 +229,8 @@ LOAD_CODES = {
     "yaml-value",
     "not-text",
 }
-# ("format" is left out: the reservation start time check is the core's, not the schema's)
+# ("format" is the schema's grammar of a string, except at a reservation's start: that time
+# check is the core's)
 SCHEMA_CODES = {
     "type",
     "enum",
@@ -249,6 +250,12 @@ CORE_STRICTER = {
     "k8s-without-version.yml",
     "k8s-control-planes-without-vip.yml",
 }
+
+
+def _schema_finding(entry: dict[str, Any]) -> bool:
+    if entry["code"] == "format":
+        return not entry["path"].endswith(".start")
+    return entry["code"] in SCHEMA_CODES
 
 
 def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
@@ -273,7 +280,7 @@ def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
     report = json.loads(proc.stdout)
     assert report["parse_errors"] == []
     failed = {Path(e["filename"]).name for e in report["errors"]}
-    expected = {n for n in names if {e["code"] for e in MANIFEST[n]} & SCHEMA_CODES}
+    expected = {n for n in names if any(_schema_finding(e) for e in MANIFEST[n])}
     expected -= CORE_STRICTER
     assert failed == expected
 
