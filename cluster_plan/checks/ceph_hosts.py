@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
@@ -31,7 +31,7 @@ def _public_network(
     for role, what in (("ceph_mon", "monitor"), ("ceph_osd", "OSD")):
         off = [n for n in nodes if role in n.roles and public not in n.networks]
         if off:
-            shown = ", ".join(n.name for n in off[:3]) + (", ..." if len(off) > 3 else "")
+            shown = first_names([n.name for n in off])
             yield Finding(
                 "ceph-public-network",
                 f"{what} host(s) {shown} are not on the Ceph public network {public}: the "

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.checks.hints import missing
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
@@ -150,7 +150,7 @@ def _compute_nodes(
     outside = [h for h in named if "slurm_compute" not in known[h].roles]
     if not outside:
         return
-    shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
+    shown = first_names(outside)
     rest = "nothing is reserved" if len(outside) == len(named) else "they are left out"
     yield Finding(
         "reservation-not-compute",

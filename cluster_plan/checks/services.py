@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
@@ -20,7 +20,7 @@ def _idle_servers(servers: list[Node], chosen: Node, role: str, key: str) -> Ite
     per group: the chosen host's group mates carry the role as well, and that is fine.)"""
     idle = [n for n in servers if n.group != chosen.group]
     if idle:
-        shown = ", ".join(n.name for n in idle[:3]) + (", ..." if len(idle) > 3 else "")
+        shown = first_names([n.name for n in idle])
         yield Finding(
             "nothing-to-serve",
             f"{shown} {'has' if len(idle) == 1 else 'have'} the role {role}, but {key} is "
