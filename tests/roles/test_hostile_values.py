@@ -33,6 +33,8 @@ LAB_PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
 HOSTILE = {
     "quote-break": 'x" y',
     "newline-directive": "/srv/x\nSlurmUser=root",
+    # Python's `$` matches before a final newline: the schema's patterns end in `$(?!\n)`
+    "trailing-newline": "/srv/x\n",
     "cr-directive": "/srv/x\rPermitRootLogin yes",
     "ganesha-export": '/srv/home"; } EXPORT { Path = "/"; Access_Type = RW; Squash = None; '
     'Pseudo = "/x',
