@@ -6,7 +6,8 @@ site.yml): every write is one `BEGIN IMMEDIATE` transaction and a connection wai
 BUSY_TIMEOUT_S for the other's. The file says what it is (PRAGMA application_id, and
 user_version for the layout): a file that is not SQLite, or a SQLite database of something
 else, is an error that names the file, never recreated or written over; a missing file is
-created only when a run is recorded, never when the history is read.
+created by a measuring run as it starts (so a foreign file is refused before anything is
+measured), never when the history is read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,9 @@ class History:
         self.path = path
         self.db = _connect(path, create)
         try:
-            with self._write():
+            # Only creating needs the write lock: reading a history (a user listing root's
+            # runs) must not need write access to it.
+            with self._write() if create else nullcontext():
                 _check_or_create(self.db, path, create)
         except sqlite3.DatabaseError as exc:
             self.db.close()
@@ -171,14 +174,20 @@ class History:
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"{self.path}: not an acceptance history: {exc}") from exc
+            raise HistoryError(
+                f"{self.path}: not an acceptance history, or not writable: {exc}"
+            ) from exc
         try:
             yield
-        except BaseException:
+            self.db.execute("COMMIT")
+        except BaseException as exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.DatabaseError):  # a full disk, a lock held too long
+                raise HistoryError(
+                    f"{self.path}: cannot write the acceptance history: {exc}"
+                ) from exc
             raise
-        self.db.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         try:

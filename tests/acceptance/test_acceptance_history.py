@@ -143,6 +143,44 @@ def test_two_processes_record_at_once(tmp_path: Path, expanded: dict[str, Any]) 
     assert sizes == {len(figures_from_report(report))}
 
 
+def test_reading_needs_no_write_lock(
+    tmp_path: Path, expanded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing runs while another process writes (or from a user who may only read the file)
+    neither waits for nor takes the write lock."""
+    path = tmp_path / "h.sqlite"
+    with History(path, create=True) as history:
+        history.record(make_report(expanded), "a", None)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    monkeypatch.setattr("cluster_plan.acceptance.history.BUSY_TIMEOUT_S", 0.1)
+    try:
+        with History(path) as history:
+            assert [r.plan_hash for r in history.runs("lab")] == ["a"]
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_failed_write_is_an_error_naming_the_file(
+    tmp_path: Path, expanded: dict[str, Any]
+) -> None:
+    """A write the database refuses half-way (a full disk, here a trigger) is a HistoryError
+    naming the file, not a traceback, and leaves no half-recorded run."""
+    path = tmp_path / "h.sqlite"
+    History(path, create=True).db.close()
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TRIGGER full BEFORE INSERT ON figures BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
+    db.commit()
+    db.close()
+    with History(path, create=True) as history:
+        with pytest.raises(HistoryError, match="cannot write the acceptance history: disk full"):
+            history.record(make_report(expanded), "a", None)
+        assert history.runs("lab") == []
+
+
 # -- comparing -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("metric", "value", "reference", "outcome"),
