@@ -253,7 +253,7 @@ class History:
         """`baseline`, `last-passed` (the latest passed run before `before`) or a run id;
         None when the history has no such run yet."""
         if selector.isdigit():
-            return self.run(int(selector))
+            return self._earlier_run(int(selector), cluster, before)
         newer = "" if before is None else f" AND id < {int(before)}"
         if selector == "baseline":
             where = "baseline = 1"
@@ -266,6 +266,17 @@ class History:
             (cluster,),
         )
         return _run(rows[0]) if rows else None
+
+    def _earlier_run(self, run_id: int, cluster: str, before: int | None) -> Run:
+        """Run `run_id`, when it is one of this cluster's runs before `before`."""
+        run = self.run(run_id)
+        if run.cluster != cluster:
+            raise HistoryError(
+                f"{self.path}: run {run_id} is of cluster {run.cluster}, not {cluster}"
+            )
+        if before is not None and run_id >= before:
+            raise HistoryError(f"{self.path}: run {run_id} is not earlier than run {before}")
+        return run
 
     def figures(self, run_id: int) -> list[Figure]:
         rows = self._query("SELECT * FROM figures WHERE run_id = ?", (run_id,))

@@ -78,7 +78,14 @@ def open_for_run(args: argparse.Namespace, expanded: ExpandedPlan, out_dir: Path
     if args.compare not in (AUTO, "baseline", "last-passed") and not args.compare.isdigit():
         raise UsageError(f"--compare {args.compare!r}: {COMPARE_HELP}")
     path = args.history or history_path(expanded["acceptance"], args.plan, out_dir)
-    return History(path, create=True)
+    history = History(path, create=True)
+    if args.compare.isdigit():  # a run that is not there stops the run before it measures
+        try:
+            history.resolve(args.compare, str(expanded["cluster"]["name"]))
+        except HistoryError:
+            history.db.close()
+            raise
+    return history
 
 
 def record_run(

@@ -162,6 +162,23 @@ def test_reading_needs_no_write_lock(
         writer.close()
 
 
+def test_a_run_id_to_compare_with_is_an_earlier_run_of_the_same_cluster(
+    tmp_path: Path, expanded: dict[str, Any]
+) -> None:
+    path = tmp_path / "h.sqlite"
+    with History(path, create=True) as history:
+        ours = history.record(make_report(expanded), "a", None)
+        theirs = history.record({**make_report(expanded), "cluster": "other"}, "b", None)
+        later = history.record(make_report(expanded), "c", None)
+        assert history.resolve(str(ours), "lab", before=later).id == ours
+        with pytest.raises(HistoryError, match="of cluster other, not lab"):
+            history.resolve(str(theirs), "lab", before=later)
+        with pytest.raises(HistoryError, match="not earlier than run"):
+            history.resolve(str(later), "lab", before=later)
+        with pytest.raises(HistoryError, match="no run 99"):
+            history.resolve("99", "lab")
+
+
 def test_a_failed_write_is_an_error_naming_the_file(
     tmp_path: Path, expanded: dict[str, Any]
 ) -> None:
@@ -385,6 +402,8 @@ def test_command_mistakes_are_usage_errors(
     assert main(["acceptance", "p.yml", "--mark-baseline", "1", *base]) == 2
     assert main(["acceptance", "p.yml", "--compare", "yesterday", *base]) == 2
     assert "a run id, last-passed or baseline" in capsys.readouterr().err
+    assert main(["acceptance", "p.yml", "--compare", "99", *base]) == 2  # before measuring
+    assert "no run 99" in capsys.readouterr().err
     (tmp_path / "history.sqlite").write_text("not a database\n")
     assert main(["acceptance", "p.yml", *base]) == 2  # refused before measuring anything
     assert "not an acceptance history" in capsys.readouterr().err
