@@ -56,7 +56,7 @@ lab-down: deps
 	$(BIN)/cluster-plan lab down $(PLAN)
 
 # A missing lab prerequisite fails the run (CLUSTER_PLAN_REQUIRE_LAB=1; opt out explicitly with
-# CLUSTER_PLAN_SKIP_LAB=1). The last line is `N passed, N failed`: CI reads it.
+# CLUSTER_PLAN_SKIP_LAB=1). The last line is `N passed, N failed, N skipped`: CI reads it.
 test:
 	@started=$$(date +%s.%N); \
 	$(MAKE) --no-print-directory deps || exit $$?; \

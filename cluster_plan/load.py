@@ -62,6 +62,12 @@ class PlanDocument:
         return finding.located(self.file, line, col)
 
 
+def _without_zeros(number: str) -> str:
+    """A zero-padded YAML integer as the decimal its writer meant: -012 -> -12."""
+    sign = number[0] if number[0] in "+-" else ""
+    return sign + (number[len(sign) :].lstrip("0") or "0")
+
+
 def _shown(value: str, width: int = 40) -> str:
     """A value quoted for a message, cut short: one line even for a 5,000-digit number."""
     return repr(value if len(value) <= width else value[:width] + "...")
@@ -95,7 +101,7 @@ class _Builder:
                     f"{node.value} has a leading zero, so YAML reads it as octal: {value}",
                     path,
                     node,
-                    hint=f"write {node.value.lstrip('0') or '0'} without the zero, or quote it "
+                    hint=f"write {_without_zeros(node.value)} without the zero, or quote it "
                     "if it is text",
                 )
             return value

@@ -159,6 +159,14 @@ def test_a_leading_zero_is_octal_anywhere_and_only_when_plain():
     assert ("error", "octal-number") not in quoted  # text: the schema says it is no number
 
 
+@pytest.mark.parametrize(("written", "meant"), [("010", "10"), ("-012", "-12"), ("+07", "+7")])
+def test_the_octal_hint_keeps_the_sign(written, meant):
+    compute = "compute: {cidr: 10.41.0.0/24, mtu: 9000"
+    plan = replace_once(BASE, (compute, compute + f", vlan: {written}"))
+    (finding,) = [f for f in validate_text(plan, "plan.yml").findings if f.code == "octal-number"]
+    assert finding.hint is not None and finding.hint.startswith(f"write {meant} without")
+
+
 @pytest.mark.parametrize(
     ("team", "kind", "found"),
     [
