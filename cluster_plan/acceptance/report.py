@@ -112,14 +112,13 @@ def build_report(
         | {"first_attempt": _mtu(m.sample) if m.retest else None}
         for m in mtu
     ]
-    faults = [f for f in findings if f.severity == "fault"]
     report = {
         "$schema": SCHEMA_ID,
         "report": "network-acceptance",
         "version": 1,
         "cluster": spec.cluster,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "passed": not faults,  # and the storage section's verdict, below
+        "passed": False,  # judged below, from the findings and the storage section
         "criteria": {
             "min_gbps": c.min_gbps,
             "max_latency_ms": c.max_latency_ms,
@@ -150,7 +149,7 @@ def build_report(
     }
     if storage is not None:
         report["storage"] = dict(storage)
-        report["passed"] = report["passed"] and bool(storage["passed"])
+    report["passed"] = judge_report(report)
     return report
 
 
