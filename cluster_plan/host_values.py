@@ -8,10 +8,7 @@ a directive or a section to the file.
 
 from __future__ import annotations
 
-import re
-from functools import cache
-
-from cluster_plan.schema import plan_schema
+from cluster_plan.schema import grammar
 from cluster_plan.ssh_keys import key_problem
 
 _SHOWN = 60
@@ -25,17 +22,10 @@ def _shown(value: str) -> str:
     return repr(value) if len(value) <= _SHOWN else repr(value[:_SHOWN]) + "..."
 
 
-@cache
-def _grammar(name: str) -> tuple[re.Pattern[str], int | None, str]:
-    definition = plan_schema()["$defs"][name]
-    what = definition.get("title") or definition.get("description", name)
-    return re.compile(definition["pattern"]), definition.get("maxLength"), what
-
-
 def in_grammar(value: object, name: str) -> str:
     """`value` unchanged when it is a string of the plan grammar `name` (a $defs entry of the
     schema: path, directory, url, user_name, hostname, calendar, ...); UnsafeValue if not."""
-    pattern, longest, what = _grammar(name)
+    pattern, longest, what = grammar(name)
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise UnsafeValue(f"refusing to write {value!r} into a host's file: it is not {what}")
     text = str(value)

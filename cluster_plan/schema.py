@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -26,6 +27,16 @@ def plan_schema() -> dict[str, Any]:
     place (hypothesis-jsonschema canonicalises it), which must not change what validate sees."""
     schema: dict[str, Any] = json.loads(_schema_text())
     return schema
+
+
+@cache
+def grammar(name: str) -> tuple[re.Pattern[str], int | None, str]:
+    """A string grammar of the plan (a $defs entry: path, url, user_name, ...): its pattern,
+    its longest length, and what it is in words; stated once, in the schema, for validate's
+    checks and for the roles' second check where a value is written."""
+    definition = plan_schema()["$defs"][name]
+    what = definition.get("title") or definition.get("description", name)
+    return re.compile(definition["pattern"]), definition.get("maxLength"), what
 
 
 @cache

@@ -4,25 +4,17 @@ for itself. The schema already keeps each of them to one line of harmless charac
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from functools import cache
 from typing import Any
 
 from cluster_plan.checks.base import Plan
 from cluster_plan.findings import Finding, JsonPath
 from cluster_plan.nodes import Node
 from cluster_plan.oncalendar import calendar_problem, from_cron
-from cluster_plan.schema import plan_schema
+from cluster_plan.schema import grammar
 from cluster_plan.ssh_keys import key_problem
 
 _SHOWN = 40
-
-
-@cache
-def _schema_grammar(name: str) -> re.Pattern[str]:
-    """The schema's pattern of a grammar ($defs), so a value it refuses is reported once."""
-    return re.compile(plan_schema()["$defs"][name]["pattern"])
 
 
 def _users_keys(plan: Plan) -> Iterator[tuple[JsonPath, Any]]:
@@ -43,7 +35,7 @@ def _users_keys(plan: Plan) -> Iterator[tuple[JsonPath, Any]]:
 def check_ssh_keys(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     """A key sshd would ignore locks its user out; one with a newline would add a line."""
     for path, key in _users_keys(plan):
-        if not isinstance(key, str) or not _schema_grammar("ssh_key").search(key):
+        if not isinstance(key, str) or not grammar("ssh_key")[0].search(key):
             continue
         problem = key_problem(key)
         if problem:
@@ -62,7 +54,7 @@ def check_calendars(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     parse it: the backups would silently never run."""
     backups = plan.get("backups")
     schedule = backups.get("schedule") if isinstance(backups, dict) else None
-    if not isinstance(schedule, str) or not _schema_grammar("calendar").search(schedule):
+    if not isinstance(schedule, str) or not grammar("calendar")[0].search(schedule):
         return
     problem = calendar_problem(schedule)
     if problem:
