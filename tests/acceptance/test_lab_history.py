@@ -20,12 +20,9 @@ from typing import Any
 import pytest
 from test_lab_acceptance import cli, fault
 
-pytestmark = pytest.mark.lab
+from cluster_plan.lab.pytest_plugin import Lab, lab
 
-try:
-    from cluster_plan.lab.pytest_plugin import Lab, lab
-except ImportError as exc:  # the lab package is optional for the pure tests
-    pytest.skip(f"the lab is unavailable: {exc}", allow_module_level=True)
+pytestmark = pytest.mark.lab
 
 __all__ = ["lab"]
 
