@@ -24,13 +24,16 @@ from cluster_plan.exporters.textfile import CollectorError
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%T"]
 # One line per pending job (array tasks one by one): partition(s) | account
 SQUEUE = ["squeue", "--noheader", "--all", "--array", "--states=PENDING", "--format=%P|%a"]
-SCONTROL = ["scontrol", "show", "node", "--oneliner"]
+# --details adds GresUsed (the GPUs jobs hold); CfgTRES/AllocTRES only name gres/gpu when
+# AccountingStorageTRES tracks it, so the counts come from Gres and GresUsed
+SCONTROL = ["scontrol", "--details", "--oneliner", "show", "node"]
 SACCTMGR = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster"]
 STATES = ("idle", "allocated", "mixed", "drained", "draining", "down")
 # sinfo's long states carry a flag after the name: * not responding, ~ powered off, # powering
 # up, ! / % powering down, $ maintenance, @ reboot pending, ^ rebooting, - planned
 _STATE = re.compile(r"^([a-z_]+)")
 _GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+_GRES_DETAIL = re.compile(r"\([^)]*\)")  # (S:0-1), (IDX:0,2): socket and index lists
 
 Runner = Callable[[Sequence[str]], tuple[int, str, str]]
 
@@ -81,13 +84,26 @@ def _fields(line: str) -> dict[str, str]:
     }
 
 
-def _gpus(tres: str | None) -> int:
-    match = _GPU_TRES.search(tres or "")
+def gres_gpus(gres: str | None) -> int:
+    """GPUs in a Gres/GresUsed value: `gpu:h100:2(S:0-1),tpu:4` -> 2, `(null)` -> 0."""
+    total = 0
+    for item in _GRES_DETAIL.sub("", gres or "").split(","):
+        name, *rest = item.strip().split(":")
+        if name == "gpu":
+            total += int(rest[-1]) if rest and rest[-1].isdigit() else 1
+    return total
+
+
+def _allocated(fields: dict[str, str]) -> int:
+    if "GresUsed" in fields:
+        return gres_gpus(fields["GresUsed"])
+    match = _GPU_TRES.search(fields.get("AllocTRES", ""))
     return int(match.group(1)) if match else 0
 
 
 def parse_scontrol_gpus(text: str) -> dict[str, tuple[int, int]]:
-    """{node: (GPUs configured, GPUs allocated)} from CfgTRES and AllocTRES."""
+    """{node: (GPUs configured, GPUs allocated)} from Gres and GresUsed (AllocTRES without
+    --details)."""
     nodes = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.startswith("NodeName="):
@@ -95,7 +111,7 @@ def parse_scontrol_gpus(text: str) -> dict[str, tuple[int, int]]:
                 raise CollectorError(f"scontrol show node: line {number}: unexpected {line[:80]!r}")
             continue
         fields = _fields(line)
-        nodes[fields["NodeName"]] = (_gpus(fields.get("CfgTRES")), _gpus(fields.get("AllocTRES")))
+        nodes[fields["NodeName"]] = (gres_gpus(fields.get("Gres")), _allocated(fields))
     return nodes
 
 

@@ -84,7 +84,10 @@ def backup_rows(document: Document) -> dict[str, tuple[float, bool | None]]:
     A repository without any snapshot counts as time 0, so a node never backed up looks
     overdue; a node with no drill yet has None (its drill metric is left out)."""
     hosts: dict[str, tuple[float, bool | None]] = {}
-    for row in document.data.get("hosts", []):
+    rows = document.data.get("hosts", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "host" in r for r in rows):
+        raise CollectorError("backup status: `hosts` is not a list of rows with a `host`")
+    for row in rows:
         age = row.get("age_s")
         taken = 0.0 if age is None else document.taken_at - float(age)
         drill = row.get("drill_ok")
