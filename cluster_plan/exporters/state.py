@@ -68,10 +68,16 @@ def read_document(path: Path) -> Document:
         raise CollectorError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def run_document(plan: Path, command: list[str], run: Runner = run_command) -> Document:
+COMMAND_TIMEOUT_S = 600.0  # drift and backup status reach every node over SSH
+
+
+def run_document(plan: Path, command: list[str], run: Runner | None = None) -> Document:
     """Run `cluster-plan COMMAND PLAN --format json` (exit 1 with findings still gives JSON)."""
     argv = [sys.executable, "-m", "cluster_plan", *command, str(plan), "--format", "json"]
-    code, out, err = run(argv)
+    if run is None:
+        code, out, err = run_command(argv, COMMAND_TIMEOUT_S)
+    else:
+        code, out, err = run(argv)
     what = f"cluster-plan {' '.join(command)}"
     if code not in (0, 1) or not out.strip():
         raise CollectorError(f"{what}: exit {code}: {err.strip()}")
