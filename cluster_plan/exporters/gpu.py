@@ -88,8 +88,10 @@ def read_nvml(nvml: Any, xid_wait_ms: int = 0) -> NvmlReading:
     except nvml.NVMLError as err:
         return NvmlReading(up=False, error=f"NVML not available: {err}")
     try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        gpus = [_read_gpu(nvml, handle, index) for index, handle in enumerate(handles)]
+        answering = [_answering(nvml, index) for index in range(nvml.nvmlDeviceGetCount())]
+        found = [(index, handle) for index, handle in enumerate(answering) if handle is not None]
+        gpus = [_read_gpu(nvml, handle, index) for index, handle in found]
+        handles = [handle for _, handle in found]
         xids = _read_xids(nvml, handles, xid_wait_ms) if xid_wait_ms > 0 else []
         return NvmlReading(up=True, gpus=gpus, xids=xids)
     except nvml.NVMLError as err:  # e.g. the driver went away between init and the count
@@ -97,6 +99,17 @@ def read_nvml(nvml: Any, xid_wait_ms: int = 0) -> NvmlReading:
     finally:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
+
+
+def _answering(nvml: Any, index: int) -> Any:
+    """The GPU's handle, or None when it is counted but lost (GPU_IS_LOST: not present)."""
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        nvml.nvmlDeviceGetUUID(handle)
+    except nvml.NVMLError as err:
+        print(f"gpu collector: GPU {index}: {err}", file=sys.stderr)
+        return None
+    return handle
 
 
 def _answer(nvml: Any, fn: Any, *args: Any) -> Any:

@@ -239,3 +239,14 @@ def test_a_recording_replays_through_the_exporter(tmp_path: Path) -> None:
     recorded = json.loads((tmp_path / "node.json").read_text())
     assert read_nvml(ReplayNvml(recorded)) == read_nvml(ReplayNvml(source))
     assert read_nvml(ReplayNvml(recorded)).gpus[2].nvlink_errors[(7, "replay")] == 41
+
+
+def test_a_gpu_nvml_counts_but_lost_is_not_present(tmp_path: Path) -> None:
+    # NVML may still count a GPU that fell off the bus and answer GPU_IS_LOST for it.
+    recording = copy.deepcopy(fixture("healthy_8x_h100"))
+    recording["devices"][4]["nvmlDeviceGetUUID"] = {"": {"nvml_error": "GPU_IS_LOST"}}
+    samples = export(recording, tmp_path / "xid.json")
+    assert samples[("cluster_plan_gpu_nvml_up", node())] == 1
+    assert samples[("cluster_plan_gpu_present", node())] == 7
+    assert ("cluster_plan_gpu_temperature_celsius", gpu(4)) not in samples
+    assert samples[("cluster_plan_gpu_temperature_celsius", gpu(5))] == 33 + 5
