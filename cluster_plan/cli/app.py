@@ -24,6 +24,7 @@ EXTENSIONS = (
     ("drift", "cluster_plan.drift.command"),
     ("backup", "cluster_plan.backup.command"),
     ("usage", "cluster_plan.usage.command"),
+    ("exporter", "cluster_plan.exporters.command"),
 )
 
 
