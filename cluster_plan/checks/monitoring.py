@@ -103,24 +103,6 @@ def _routes(plan: Plan, routes: dict[str, Any], receivers: dict[str, Any]) -> It
                 ("monitoring", "routes", name, "team"),
                 hint=f"teams: {', '.join(teams) or 'none'}",
             )
-        elif team is not None and not _team_pools(plan, team):
-            yield Finding(
-                "team-without-nodes",
-                f"route {name} is for team {team!r}, whose classes use no pool of nodes: no "
-                "alert would ever carry it",
-                ("monitoring", "routes", name, "team"),
-                severity="warning",
-                hint="give the team classes on a pool, or drop the route",
-            )
-
-
-def _team_pools(plan: Plan, team: str) -> list[str]:
-    scheduler = plan.get("scheduler") or {}
-    classes = scheduler.get("workload_classes") or {}
-    named = (plan.get("teams") or {}).get(team, {}).get("classes") or []
-    pools = {classes[c].get("pool") for c in named if isinstance(classes.get(c), dict)}
-    groups = plan.get("node_groups") or {}
-    return sorted(p for p in pools if any(g.get("pool") == p for g in groups.values()))
 
 
 def _known(receivers: dict[str, Any]) -> str:
