@@ -98,21 +98,20 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
 
 def _port_plan(
     plan: ExpandedPlan,
-) -> tuple[dict[tuple[str, str, float], list[str]], dict[tuple[str, str, int], bool]]:
-    """(node group, device, Gb/s) -> racks, and (node group, device, MTU) for untagged
-    networks. A NIC's own speed_gbps wins over its access switch's link speed."""
-    speeds: dict[tuple[str, str, float], list[str]] = defaultdict(list)
-    mtus: dict[tuple[str, str, int], bool] = {}
+) -> tuple[dict[tuple[str, str, float], set[str]], set[tuple[str, str, int]]]:
+    """(node group, device, Gb/s) -> the racks of the hosts whose port runs at that speed, and
+    (node group, device, MTU) of untagged networks. A NIC's own speed_gbps wins over its
+    access switch's link speed."""
+    speeds: dict[tuple[str, str, float], set[str]] = defaultdict(set)
+    mtus: set[tuple[str, str, int]] = set()
     for host in plan["hosts"].values():
         nic_speed = _nic_speeds(plan, host)
         for iface in host["interfaces"].values():
             gbps = nic_speed.get(iface["device"]) or host["link_gbps"]
             if gbps:
-                racks = speeds[(host["node_group"], iface["device"], float(gbps))]
-                if host["rack"] and host["rack"] not in racks:
-                    racks.append(host["rack"])
+                speeds[(host["node_group"], iface["device"], float(gbps))].add(host["rack"] or "")
             if iface["vlan"] is None:
-                mtus[(host["node_group"], iface["device"], iface["mtu"])] = True
+                mtus.add((host["node_group"], iface["device"], iface["mtu"]))
     return speeds, mtus
 
 
@@ -121,54 +120,46 @@ def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
     return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
 
 
+def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None) -> Rule:
+    """racks: only the group's hosts in these racks (their access switches differ in speed)."""
+    where = f",rack=~{_alternatives(sorted(racks))}" if racks else ""
+    selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
+    rule = _rule(
+        "NicBelowPlanSpeed",
+        f"node_network_speed_bytes{{{selector}}} < {_number(gbps * 1e9 / 8)}",
+        "warning",
+        "{{ $labels.device }} of {{ $labels.node }} runs at {{ $value | humanize }}B/s, "
+        f"below the plan's {_number(gbps)} Gb/s",
+        "ethtool on the device: a port negotiated down, a bad cable or optic, or a link that "
+        "is down (-1); compare with the switch port.",
+        "5m",
+    )
+    return _planned(rule, node_group=group, device=device, planned_gbps=_number(gbps))
+
+
+def _mtu_rule(group: str, device: str, mtu: int) -> Rule:
+    selector = f'job="node",node_group={_quote(group)},device={_quote(device)}'
+    rule = _rule(
+        "NicWrongMtu",
+        f"node_network_mtu_bytes{{{selector}}} != {mtu}",
+        "warning",
+        "{{ $labels.device }} of {{ $labels.node }} has MTU {{ $value }}, "
+        + f"the plan says {mtu}",
+        "ip link show on the host; re-run site.yml's common stage (the plan sets the MTU); "
+        "jumbo frames must match on every host and switch port of the network.",
+        "5m",
+    )
+    return _planned(rule, node_group=group, device=device, planned_mtu=str(mtu))
+
+
 def port_rules(plan: ExpandedPlan) -> list[Rule]:
     speeds, mtus = _port_plan(plan)
-    all_racks = {r for h in plan["hosts"].values() if h["rack"] for r in [h["rack"]]}
     rules = []
     for (group, device, gbps), racks in sorted(speeds.items()):
-        racks_in_group = {h["rack"] for h in plan["hosts"].values() if h["node_group"] == group}
-        where = (
-            ""
-            if set(racks) >= racks_in_group - {None} or not all_racks
-            else (f",rack=~{_alternatives(racks)}")
-        )
-        selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
-        rules.append(
-            _planned(
-                _rule(
-                    "NicBelowPlanSpeed",
-                    f"node_network_speed_bytes{{{selector}}} < {_number(gbps * 1e9 / 8)}",
-                    "warning",
-                    "{{ $labels.device }} of {{ $labels.node }} runs at "
-                    "{{ $value | humanize }}B/s, " + f"below the plan's {_number(gbps)} Gb/s",
-                    "ethtool on the device: a port negotiated down, a bad cable or optic, or a "
-                    "link that is down (-1); compare with the switch port.",
-                    "5m",
-                ),
-                node_group=group,
-                device=device,
-                planned_gbps=_number(gbps),
-            )
-        )
-    for group, device, mtu in sorted(mtus):
-        selector = f'job="node",node_group={_quote(group)},device={_quote(device)}'
-        rules.append(
-            _planned(
-                _rule(
-                    "NicWrongMtu",
-                    f"node_network_mtu_bytes{{{selector}}} != {mtu}",
-                    "warning",
-                    "{{ $labels.device }} of {{ $labels.node }} has MTU {{ $value }}, "
-                    f"the plan says {mtu}",
-                    "ip link show on the host; re-run site.yml's common stage (the plan sets the "
-                    "MTU); jumbo frames must match on every host and switch port of the network.",
-                    "5m",
-                ),
-                node_group=group,
-                device=device,
-                planned_mtu=str(mtu),
-            )
-        )
+        # one speed for the device across the group: no rack filter
+        alone = sum(1 for g, d, _ in speeds if (g, d) == (group, device)) == 1
+        rules.append(_speed_rule(group, device, gbps, None if alone else racks - {""}))
+    rules += [_mtu_rule(group, device, mtu) for group, device, mtu in sorted(mtus)]
     return rules
 
 

@@ -156,3 +156,68 @@ def test_a_plan_without_a_monitoring_server_is_refused(capsys):
 def test_an_unreadable_plan_is_a_usage_error(tmp_path, capsys):
     assert main(["monitoring", "render", str(tmp_path / "missing.yml")]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "status"),
+    [
+        (b"\x00\x01\xff\xfe junk", "not-text", 2),
+        (b"plugin: cluster_plan\ncluster: [\n", "yaml-syntax", 1),
+        (None, "not-a-file", 2),  # a directory
+    ],
+)
+def test_damaged_plans_are_refused_in_words_and_nothing_is_written(
+    tmp_path, capsys, content, code, status
+):
+    plan = tmp_path / "plan.yml"
+    if content is None:
+        plan.mkdir()
+    else:
+        plan.write_bytes(content)
+    out = tmp_path / "out"
+    assert main(["monitoring", "render", str(plan), "-o", str(out)]) == status
+    err = capsys.readouterr().err
+    assert f"error[{code}]" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def expanded_text(text: str):
+    from cluster_plan.allocate import allocate_addresses
+    from cluster_plan.expand import expand
+    from cluster_plan.validate import validate_text
+
+    result = validate_text(text, "plan.yml")
+    assert [f for f in result.findings if f.severity == "error"] == []
+    lock, _ = allocate_addresses(result.plan, result.nodes, None)
+    return expand(result.plan, result.nodes, lock)
+
+
+def test_port_speeds_follow_each_rack_s_switch_and_a_nic_s_own_speed():
+    from cluster_plan.monitoring.rules import port_rules
+
+    base = (ROOT / "tests" / "plans" / "base.yml").read_text()
+    text = (
+        base.replace(
+            "roles: [slurm_controller, ceph_mgr]}",
+            "roles: [slurm_controller, ceph_mgr, monitoring_server]}",
+        )
+        .replace("racks: [r2], link_gbps: 10,", "racks: [r2], link_gbps: 25,")
+        .replace(
+            "  cpu: {cpu_cores: 2, memory_gb: 4, disks:",
+            "  cpu: {cpu_cores: 2, memory_gb: 4, nics: [{name: eno1, speed_gbps: 1, "
+            "networks: [mgmt]}, {name: ens1, networks: [compute]}], disks:",
+        )
+    )
+    speed = {
+        (r["labels"]["node_group"], r["labels"]["device"], r["labels"]["planned_gbps"]): r["expr"]
+        for r in port_rules(expanded_text(text))
+        if r["alert"] == "NicBelowPlanSpeed"
+    }
+    # the GPU group spans r1 (10 Gb/s) and r2 (25 Gb/s): one rule per rack's speed
+    assert speed[("gpu", "compute", "10")].endswith('rack=~"r1"} < 1250000000')
+    assert speed[("gpu", "compute", "25")].endswith('rack=~"r2"} < 3125000000')
+    # the cpu profile's eno1 is a 1 Gb/s NIC whatever its switch; ens1 runs at the link speed
+    assert speed[("cpu", "eno1", "1")] == (
+        'node_network_speed_bytes{job="node",node_group="cpu",device="eno1"} < 125000000'
+    )
+    assert ("cpu", "ens1", "25") in speed and ("head", "ens1", "10") in speed
