@@ -171,3 +171,66 @@ def from_cron(expression: str) -> str | None:
         fields[kind] = ",".join(str(i) for i in items)
     weekday = "" if tokens[4] == "*" else fields["weekday"] + " "
     return f"{weekday}*-{fields['month']}-{fields['day']} {fields['hour']}:{fields['minute']}:00"
+
+
+# --- how far apart two runs can be (for alerts on a schedule that was missed) ---------------
+
+_SHORTHAND_HOURS = {
+    "minutely": 1 / 60,
+    "hourly": 1,
+    "daily": 24,
+    "weekly": 7 * 24,
+    "monthly": 31 * 24,
+    "quarterly": 92 * 24,
+    "semiannually": 184 * 24,
+    "yearly": 366 * 24,
+    "annually": 366 * 24,
+}
+
+
+def _weekday_numbers(text: str) -> set[int]:
+    days: set[int] = set()
+    for item in text.split(","):
+        ends = [_day_number(name) for name in item.split("..")]
+        days.update(range(ends[0], ends[-1] + 1) if ends[0] <= ends[-1] else ends)
+    return days
+
+
+def _day_number(name: str) -> int:
+    lowered = name.lower()
+    return WEEKDAYS.index(lowered) if lowered in WEEKDAYS else _FULL_WEEKDAYS.index(lowered)
+
+
+def _weekday_gap_days(days: set[int]) -> int:
+    """The longest wait, in days, from one listed weekday to the next."""
+    ordered = sorted(days)
+    return max((b - a) % 7 or 7 for a, b in zip(ordered, [*ordered[1:], ordered[0]], strict=True))
+
+
+def _date_gap_hours(text: str) -> int:
+    match = _DATE.match(text)
+    if match is None or match["sep"] == "~":
+        return 31 * 24
+    if match["year"] not in (None, "*") or match["month"] not in ("*",):
+        return 366 * 24  # some months or years only
+    return 24 if match["day"] == "*" else 31 * 24
+
+
+def longest_gap_hours(expression: str) -> float | None:
+    """An upper bound on the hours between two consecutive elapses of an OnCalendar
+    expression systemd accepts (None when it would refuse it): exact for the shorthands, a
+    daily time and weekday lists, and a month or a year for specific dates. Runs within one
+    day count as a day: an alert on a missed run wants the bound, not the exact gap."""
+    if calendar_problem(expression) is not None:
+        return None
+    tokens = expression.split()
+    if len(tokens) == 1 and tokens[0].lower() in _SHORTHAND_HOURS:
+        return float(_SHORTHAND_HOURS[tokens[0].lower()])
+    hours = 24.0
+    first = tokens[0]
+    if ":" not in first and not first[0].isdigit() and first[0] != "*":
+        hours = 24.0 * _weekday_gap_days(_weekday_numbers(first))
+        tokens = tokens[1:]
+    if tokens and ":" not in tokens[0] and ("-" in tokens[0] or "~" in tokens[0]):
+        hours = max(hours, _date_gap_hours(tokens[0]))
+    return float(hours)

@@ -18,6 +18,7 @@ from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
 from cluster_plan.checks.kubernetes import check_kubernetes
+from cluster_plan.checks.monitoring import check_monitoring
 from cluster_plan.checks.mounts import check_mounts
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
@@ -66,6 +67,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_calendars,
     check_reserved_hostnames,
     check_acceptance,
+    check_monitoring,
     check_inventory,
 )
 

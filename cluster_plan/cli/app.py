@@ -21,6 +21,7 @@ EXTENSIONS = (
     ("lab", "cluster_plan.lab.command"),
     ("report", "cluster_plan.acceptance.command"),
     ("k8s", "cluster_plan.kubernetes.command"),
+    ("monitoring", "cluster_plan.monitoring.command"),
     ("drift", "cluster_plan.drift.command"),
     ("backup", "cluster_plan.backup.command"),
     ("usage", "cluster_plan.usage.command"),
