@@ -158,7 +158,9 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
     timeout = ha.slurm["controller_timeout_s"]
     jobs: list[str] = []
     try:
-        before = sbatch(ha, "-p training -t 5 --wrap 'sleep 90'")
+        # Long enough to run on past the takeover (about 1.2 x SlurmctldTimeout on the lab,
+        # docs/reliability.md); every second more is waited for below.
+        before = sbatch(ha, f"-p training -t 5 --wrap 'sleep {timeout * 2}'")
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
