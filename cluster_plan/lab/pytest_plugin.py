@@ -208,13 +208,45 @@ def lab() -> Iterator[Lab]:
                 signal.signal(signal.SIGTERM, previous)
 
 
+EXTENDED_ENV = "CLUSTER_PLAN_LAB_EXTENDED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lab_changes: changes the shared lab and restores it; runs after the others"
     )
+    config.addinivalue_line(
+        "markers",
+        f"lab_extended: a long lab proof run by `make test-extended` ({EXTENDED_ENV}=1), "
+        "not by `make test` (CI's time limit); docs/lab.md lists them",
+    )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def extended(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items to run: the `lab_extended` ones only when asked for, the others deselected
+    in pytest's own way (counted as deselected, and named at the end of the run)."""
+    if os.environ.get(EXTENDED_ENV) == "1":
+        return items
+    left_out = [item for item in items if item.get_closest_marker("lab_extended") is not None]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+    return [item for item in items if item.get_closest_marker("lab_extended") is None]
+
+
+_LEFT_OUT = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left_out = terminalreporter.config.stash.get(_LEFT_OUT, [])
+    if left_out:
+        terminalreporter.write_line(
+            f"lab proofs not run by this session ({len(left_out)}; `make test-extended` or "
+            f"{EXTENDED_ENV}=1 runs them): " + ", ".join(n.split("::")[-1] for n in left_out)
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Lab tests that need no converge first: the bare session lab's (they restart nodes and
     inject faults, as a lab user would, before any role has set a node up) and those of labs
     of their own; then the tests that need no lab, while the session lab converges in the
@@ -229,6 +261,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return 2
         return 0 if item.get_closest_marker("lab") is not None else 1
 
+    items[:] = extended(config, items)
     items.sort(key=part)
     if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" or missing_prerequisites():
         return

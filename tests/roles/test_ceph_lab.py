@@ -689,6 +689,7 @@ def remove_osd_host(cluster: CephLab, plan: Path, host: str) -> None:
 
 
 @pytest.mark.lab_changes
+@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 @pytest.mark.skipif(not GROWTH, reason="CLUSTER_PLAN_LAB_GROWTH=0: growing the cluster left out")
 def test_adding_a_storage_node_places_its_osd_in_its_rack_and_rebalances(
     ceph: CephLab, written: Written, tmp_path: Path

@@ -36,7 +36,8 @@ from cluster_plan.lab.converge import changed_lines, recap
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
 from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_changes]
+# Two or three site.yml runs: `make test-extended` (docs/lab.md, CI's time limit).
+pytestmark = [pytest.mark.lab, pytest.mark.lab_changes, pytest.mark.lab_extended]
 
 
 @pytest.fixture(scope="module")

@@ -374,6 +374,7 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
 
 
 @pytest.mark.lab_changes
+@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path: Path):
     """A plan change that adds compute nodes, rolled out while a job runs.
 
