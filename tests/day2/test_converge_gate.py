@@ -1,7 +1,6 @@
 """The stage gate of site.yml: a role's record read back from a host (role_record,
 role_converged) and the digest of what a role converges from (lookup converge_inputs).
-The lab tests (tests/roles/test_stage_gate_lab.py, test_hand_changes_cycle_lab.py) run them
-on real nodes."""
+The lab test (tests/roles/test_stage_gate_lab.py) runs them on real nodes."""
 
 from __future__ import annotations
 
