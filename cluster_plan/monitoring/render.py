@@ -17,6 +17,7 @@ from cluster_plan.monitoring.targets import (
     prometheus_config,
     target_files,
 )
+from cluster_plan.rendered import write_tree
 
 HEADER = "# Rendered by `cluster-plan monitoring render` from the cluster plan; do not edit.\n"
 
@@ -54,20 +55,5 @@ def render(plan: ExpandedPlan) -> dict[str, str]:
 
 
 def write(files: dict[str, str], directory: Path) -> list[Path]:
-    """Write the files under `directory`, removing files of an earlier rendering that this
-    one no longer has, so the directory is exactly this rendering."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in sorted(p for p in directory.rglob("*") if p.is_file()):
-        if str(old.relative_to(directory)) not in files:
-            old.unlink()
-    written = []
-    for rel, text in files.items():
-        path = directory / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-        written.append(path)
-    for folder in sorted((p for p in directory.rglob("*") if p.is_dir()), reverse=True):
-        if not any(folder.iterdir()):
-            folder.rmdir()
-    return written
+    """Write the files under `directory`, so the directory is exactly this rendering."""
+    return write_tree(files, directory)
