@@ -9,6 +9,9 @@ control plane):
     static-pods/<node>/*.yaml    kube-vip, when the plan has an API VIP
     network.yaml                 Calico settings (MTU, pod CIDR, encapsulation)
     reservations.yaml            reservation windows, their nodes and taints
+    monitoring/NN-*.yaml         with a `monitoring` section: prometheus-operator objects
+                                 (PrometheusRules, ServiceMonitors and the Services they
+                                 select), not applied by the role (they need the operator)
 
 The objects' numbers leave room between stages: the teams' namespaces, quotas and time-limit
 policies (15-teams) come after the PriorityClasses their quotas name and before the policies
@@ -17,7 +20,7 @@ that route pods into them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from cluster_plan.kubernetes.cluster import Expanded, KubernetesPlan, kubernetes
 from cluster_plan.kubernetes.cni import network_settings
 from cluster_plan.kubernetes.devices import device_objects
 from cluster_plan.kubernetes.kubeadm import kubelet_patch, node_configuration
+from cluster_plan.kubernetes.monitoring import monitoring_objects
 from cluster_plan.kubernetes.nodes import node_objects
 from cluster_plan.kubernetes.reservations import reservation_windows
 from cluster_plan.kubernetes.routing import priority_classes, routing_table
@@ -47,9 +51,13 @@ class Rendering:
     static_pods: dict[str, list[Document]]  # node -> pods
     network: Document
     reservations: list[Document]
+    monitoring: dict[str, list[Document]] = field(default_factory=dict)  # file stem -> objects
 
     def all_objects(self) -> list[Document]:
         return [obj for stem in sorted(self.objects) for obj in self.objects[stem]]
+
+    def monitoring_objects(self) -> list[Document]:
+        return [obj for stem in sorted(self.monitoring) for obj in self.monitoring[stem]]
 
 
 def render(expanded: Expanded) -> Rendering:
@@ -71,6 +79,7 @@ def render(expanded: Expanded) -> Rendering:
         static_pods=static_pods(plan),
         network=network_settings(plan),
         reservations=reservation_windows(plan),
+        monitoring=monitoring_objects(expanded),
     )
 
 
@@ -100,6 +109,8 @@ def dump_documents(documents: list[Any]) -> str:
 def files(rendering: Rendering) -> dict[str, str]:
     """Relative path -> file text."""
     out = {f"objects/{stem}.yaml": dump_documents(objs) for stem, objs in rendering.objects.items()}
+    for stem, objs in rendering.monitoring.items():
+        out[f"monitoring/{stem}.yaml"] = dump_documents(objs)
     for name, docs in rendering.kubeadm.items():
         out[f"kubeadm/{name}.yaml"] = dump_documents(docs)
     for name, patch in rendering.kubelet.items():
