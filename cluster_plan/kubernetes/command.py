@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
         "render",
         help="write the Kubernetes objects and kubeadm/kubelet configuration",
         description="Render a Kubernetes plan. With -o DIR, write every file (objects, "
-        "kubeadm and kubelet configuration per node, network and reservation settings) under "
+        "kubeadm and kubelet configuration per node, network and reservation settings, and "
+        "prometheus-operator objects for a plan with monitoring) under "
         "DIR and remove files of an earlier rendering that no longer apply; without it, print "
         "the API objects as YAML.",
     )
