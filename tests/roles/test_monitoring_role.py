@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.template import trust_as_template
 from monitoring_plan import monitoring_gpus, monitoring_rendering, systemd_argument
-from role_render import render, value
+from role_render import ROLES, host_variables, render, templar, value
 
 from cluster_plan.exporters.bundle import bundle, write_bundle
 from cluster_plan.monitoring.render import render as core_render
@@ -240,3 +241,54 @@ def test_the_collectors_zip_runs_a_collector(tmp_path: Path):
     )  # fmt: skip
     assert usage.returncode == 2
     assert "Traceback" not in usage.stderr
+
+
+def _record(expanded: dict[str, Any], host: str) -> dict[str, Any]:
+    """What the role's manifest task records for `host`, templated as the play would."""
+    tasks = yaml.safe_load((ROLES / ROLE / "tasks" / "manifest.yml").read_text())
+    (task,) = [t for t in tasks if "cluster_plan.cluster.role_manifest" in t]
+    variables = host_variables(ROLE, expanded, host, _vars())
+    variables.update({k: _trusted(v) for k, v in task["vars"].items()})
+    args = task["cluster_plan.cluster.role_manifest"]
+    keys = ("files", "paths", "packages", "services")
+    return {key: templar(ROLE, variables).template(trust_as_template(args[key])) for key in keys}
+
+
+def _trusted(value: Any) -> Any:
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+def test_the_record_names_what_each_host_runs(lab_expanded):
+    head = _record(lab_expanded, "head01")
+    assert "/etc/prometheus/prometheus.yml" in head["files"]
+    assert "/etc/prometheus/file_sd/ceph.json" in head["files"]
+    assert "/etc/default/prometheus" in head["files"]
+    assert not [f for f in head["files"] if f.startswith("/etc/prometheus/default/")]
+    assert head["services"] == [
+        "prometheus-node-exporter",
+        "cluster-plan-exporter-slurm.timer",
+        "cluster-plan-exporter-state.timer",
+        "prometheus",
+        "prometheus-alertmanager",
+    ]
+    gpu = _record(lab_expanded, "gpu01")
+    assert "/etc/systemd/system/cluster-plan-exporter-gpu.timer" in gpu["files"]
+    assert gpu["services"] == ["prometheus-node-exporter", "cluster-plan-exporter-gpu.timer"]
+    stor = _record(lab_expanded, "stor01")
+    assert stor == {
+        "files": ["/etc/default/prometheus-node-exporter"],
+        "paths": ["/var/lib/prometheus/node-exporter"],
+        "packages": ["prometheus-node-exporter"],
+        "services": ["prometheus-node-exporter"],
+    }
+    lab_expanded["monitoring"] = None
+    assert _record(lab_expanded, "head01") == {
+        "files": [],
+        "paths": [],
+        "packages": [],
+        "services": [],
+    }
