@@ -292,3 +292,19 @@ def test_the_record_names_what_each_host_runs(lab_expanded):
         "packages": [],
         "services": [],
     }
+
+
+def test_timers_of_collectors_the_plan_dropped_are_found(lab_expanded):
+    listed = {
+        "stdout_lines": [
+            "cluster-plan-exporter-gpu.timer enabled enabled",
+            "cluster-plan-exporter-slurm.timer enabled enabled",
+        ]
+    }
+    extra = {"monitoring_timers_present": listed}
+    gpu = value(ROLE, "monitoring_stale_timers", lab_expanded, "gpu01", _vars(extra))
+    assert gpu == ["cluster-plan-exporter-slurm.timer"]
+    stor = value(ROLE, "monitoring_stale_timers", lab_expanded, "stor01", _vars(extra))
+    assert stor == ["cluster-plan-exporter-gpu.timer", "cluster-plan-exporter-slurm.timer"]
+    none = value(ROLE, "monitoring_stale_timers", lab_expanded, "head01", _vars())
+    assert none == []
