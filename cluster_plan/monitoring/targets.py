@@ -89,7 +89,8 @@ def prometheus_config(plan: ExpandedPlan) -> dict[str, Any]:
             "job_name": "prometheus",
             "static_configs": [
                 {
-                    "targets": [f"localhost:{PROMETHEUS_PORT}"],
+                    # the address it listens on (the role: management only)
+                    "targets": [f"{server['address']}:{PROMETHEUS_PORT}"],
                     "labels": {"node": server["hostname"]},
                 }
             ],

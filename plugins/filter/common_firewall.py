@@ -2,7 +2,9 @@
 
 Every plan network reaches every other service of the cluster; these ports are reachable
 only from the networks the plan names for them: Ceph's from its public and cluster
-networks, NFS from each export's network.
+networks, NFS from each export's network. node_exporter (the monitoring role's, on every host)
+answers only the monitoring server's management address: its metrics name every device and
+process count of the host, which no other node needs.
 
 Ceph's range (6800-7300) holds other daemons' ports too (Slurm's 6817 and 6818), so the Ceph
 rule only guards the host's own addresses on Ceph's networks, the only addresses its daemons
@@ -13,16 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster_plan.monitoring.targets import NODE_EXPORTER_PORT
+
 Plan = dict[str, Any]
 Host = dict[str, Any]
 
 CEPH_TCP_PORTS = ["3300", "6789", "6800-7300"]  # msgr2, msgr1 monitors; OSD/MGR/MDS range
 NFS_TCP_PORTS = ["2049"]  # NFSv4 only: no portmapper, no side protocols
+NODE_EXPORTER_TCP_PORTS = [str(NODE_EXPORTER_PORT)]
 
 
-def common_restricted_services(plan: Plan, host: Host | None = None) -> list[dict[str, Any]]:
+def common_restricted_services(
+    plan: Plan, host: Host | None = None, monitoring_sources: list[str] | None = None
+) -> list[dict[str, Any]]:
     """[{name, tcp_ports, sources (CIDRs), addresses (the host's guarded addresses; empty:
-    all)}] for the services the plan runs."""
+    all)}] for the services the plan runs. `monitoring_sources`: the monitoring server's
+    addresses, when the plan has one (the inventory knows them, the plan section does not)."""
     networks = plan.get("networks") or {}
     interfaces = (host or {}).get("interfaces") or {}
     storage = plan.get("storage") or {}
@@ -47,6 +55,15 @@ def common_restricted_services(plan: Plan, host: Host | None = None) -> list[dic
         sources = sorted(networks[n]["cidr"] for n in nfs_nets)
         services.append(
             {"name": "nfs", "tcp_ports": NFS_TCP_PORTS, "sources": sources, "addresses": []}
+        )
+    if plan.get("monitoring") is not None and monitoring_sources:
+        services.append(
+            {
+                "name": "node_exporter",
+                "tcp_ports": NODE_EXPORTER_TCP_PORTS,
+                "sources": sorted(f"{a}/32" for a in monitoring_sources),
+                "addresses": [],
+            }
         )
     return services
 

@@ -152,7 +152,9 @@ def test_ceph_and_nfs_ports_only_from_the_networks_the_plan_names(lab_expanded):
     lab_expanded["storage"]["ceph"]["cluster_network"] = "compute"
     assert f"elements = {{ {compute}, {storage} }}" in nftables(lab_expanded)
     del lab_expanded["storage"]
-    assert "_sources" not in nftables(lab_expanded)
+    text = nftables(lab_expanded)
+    assert "ceph_sources" not in text
+    assert "nfs_sources" not in text
 
 
 def test_ssh_is_key_only_and_root_logs_in_only_as_ansible_does(lab_expanded):

@@ -172,10 +172,21 @@ _PLAY = {
     },
     "kubernetes_reservation_action": "start",
     "kubernetes_package_host": "pkgs.k8s.io",
+    "monitoring_rendering": trust_as_template(
+        "{{ cluster_plan | cluster_plan.cluster.monitoring_rendering(dict(groups['all']"
+        " | zip(groups['all'] | map('extract', hostvars, 'plan_host'))), groups) }}"
+    ),
 }
+# a host without a collector of its own renders the GPU one
+_MONITORING_ITEM = (
+    "{{ (monitoring_collectors + [{'name': 'gpu', 'timeout_s': 60,"
+    " 'args': ['--node', plan_host.hostname]}]) | first }}"
+)
 _ITEMS = {
     ("common", "network.j2"): "{{ {'key': 'mgmt', 'value': plan_host.interfaces.mgmt} }}",
     ("nfs", "nfs.mount.j2"): "{{ nfs_exports | first }}",
+    ("monitoring", "cluster-plan-exporter.service.j2"): _MONITORING_ITEM,
+    ("monitoring", "cluster-plan-exporter.timer.j2"): _MONITORING_ITEM,
 }
 # Plan values written by tasks rather than templates: (role, task file, task name, field path).
 _TASK_FIELDS = [
