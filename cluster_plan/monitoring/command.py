@@ -20,6 +20,8 @@ from typing import Any
 from cluster_plan.cli.policy import Exit
 from cluster_plan.findings import PlanError
 
+MAX_ANSWERS = 256 * 1024 * 1024  # a large cluster's saved answers; more is not one
+
 
 def register(subparsers: Any) -> None:
     monitoring = subparsers.add_parser(
@@ -84,36 +86,40 @@ def render_command(args: argparse.Namespace) -> Exit:
 def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The page and the answers it was made from."""
     from cluster_plan.cli.policy import UsageError
+    from cluster_plan.input_files import read_json
     from cluster_plan.monitoring import board_view
+    from cluster_plan.monitoring.dashboards import NODE_VARIABLE
     from cluster_plan.monitoring.status import fetch_answers, fetch_queries, status_html
 
     if args.dashboard is None:
         if args.url is not None:
             answers = fetch_answers(args.url)
         else:
-            answers = json.loads(args.from_json.read_text(encoding="utf-8"))
+            answers = read_json(args.from_json, MAX_ANSWERS, "Prometheus API answers")
         return status_html(answers), answers
-    try:
-        board = json.loads(args.dashboard.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{args.dashboard}: not a dashboard's JSON ({exc})") from None
+    board = read_json(args.dashboard, MAX_ANSWERS, "a dashboard's JSON")
+    if args.node is None and any(NODE_VARIABLE in q for q in board_view.queries(board, None)):
+        raise UsageError(f"{args.dashboard}: a per-node dashboard: name the node with --node")
     if args.url is not None:
         now = time.time()
         asked = board_view.queries(board, args.node)
         answers = {"source": args.url, "time": now, "panels": fetch_queries(args.url, asked, now)}
     else:
-        answers = json.loads(args.from_json.read_text(encoding="utf-8"))
+        answers = read_json(args.from_json, MAX_ANSWERS, "Prometheus API answers")
     at = datetime.fromtimestamp(float(answers["time"]), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return board_view.board_html(board, answers["panels"], args.node, at), answers
 
 
 def status_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.cli.policy import UsageError
+    from cluster_plan.input_files import InputError
     from cluster_plan.monitoring.status import AnswerError
 
     where = args.url or str(args.from_json)
     try:
         page, answers = _page(args)
+    except InputError:  # the policy names the file
+        raise
     except (AnswerError, urllib.error.URLError, json.JSONDecodeError) as exc:
         raise UsageError(f"{where}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a document of another shape
