@@ -5,6 +5,9 @@ the status page's answers, write them as JSON, and stop it.
 
     python prometheus_in_netns.py CONFIG_DIR DATA_DIR QUERIES.json AT OUT.json
 
+and `cluster-plan monitoring status --url` against it, to OUT.json.html (its answers to
+OUT.json.cli.json).
+
 The scrape targets are the plan's lab addresses: in an empty namespace the connection fails at
 once (network unreachable), so they read as down and no packet leaves this namespace."""
 
@@ -20,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from cluster_plan.cli.app import main as cli
 from cluster_plan.monitoring.status import fetch_answers
 
 BASE = "http://127.0.0.1:9090"
@@ -71,7 +75,9 @@ def main(config_dir: str, data_dir: str, queries_file: str, at: str, out: str) -
         # the status page's queries at the series' time; its alerts and targets are now's
         answers = fetch_answers(BASE, at=float(at))
         Path(out).write_text(json.dumps({"queries": results, "status": answers}, indent=1))
-        return 0
+        # the command a person runs, asking the server itself
+        page = ["monitoring", "status", "--url", BASE, "-o", out + ".html"]
+        return cli([*page, "--save-json", out + ".cli.json"])
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)

@@ -113,6 +113,8 @@ def live(tmp_path_factory) -> dict[str, Any]:
     log = Path(str(out) + ".log")
     assert done.returncode == 0, done.stderr + (log.read_text()[-3000:] if log.exists() else "")
     answers = json.loads(out.read_text())
+    answers["cli_page"] = Path(str(out) + ".html").read_text()
+    answers["cli_answers"] = json.loads(Path(str(out) + ".cli.json").read_text())
     return {"work": work, "rendered": rendered, "boards": all_boards, "end": end, **answers}
 
 
@@ -185,6 +187,15 @@ def test_the_status_page_shows_alerts_targets_gpus_and_ceph(status_page):
     # the empty namespace reaches no lab address: every node_exporter target is down
     assert re.search(r"<td>gpu</td><td>0</td><td>2</td><td>gpu01, gpu02</td>", html)
     assert "http" not in html.replace("http://127.0.0.1:9090", "")  # no external asset
+
+
+def test_the_status_command_asks_a_live_prometheus(live):
+    """`monitoring status --url` against the server: its own answers, saved and shown."""
+    html, saved = live["cli_page"], live["cli_answers"]
+    assert saved["source"] == "http://127.0.0.1:9090"
+    assert {t["labels"].get("node") for t in saved["targets"]["data"]["activeTargets"]} >= {"gpu01"}
+    assert "AcceptanceFailed" in html and "0 of 9 node_exporter targets up" in html
+    assert "<script" not in html
 
 
 def png_pixels(path: Path) -> tuple[int, int, bytes]:
