@@ -2,9 +2,10 @@
 user who runs one imports these files). An overview, one dashboard per rack, per pool and per
 node group, and one per node with a `node` variable.
 
-A scoped dashboard selects its nodes by name (`node=~"a|b"`), which every series of the
-project's exporters and node_exporter carries, so it works also for the series the
-controller's collectors write about other nodes. Thresholds are the plan's: a port's planned
+A scoped dashboard selects its nodes by the target label of its scope (`rack`, `pool`,
+`node_group`), which node_exporter's series and the node's own collectors' carry; the series
+the controller's Slurm collector writes about other nodes carry the controller's labels, so
+those are joined on `node` with the scope's `up` series. Thresholds are the plan's: a port's planned
 speed and MTU, the GPUs per node, the GPU temperature limit, Ceph's pool fullness, the backup
 and acceptance ages. tests/monitoring/test_monitoring_dashboards.py runs every panel's query
 against a real Prometheus."""
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,19 +106,28 @@ def _port_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
     return out
 
 
-def nic_section(plan: ExpandedPlan, hosts: list[Host]) -> Section:
+def _port_matcher(names: list[str], with_device: list[str], scope: str) -> str:
+    """The scope's matcher when these are all its hosts with the device (one planned value
+    for it), else the hosts by name."""
+    return scope if sorted(names) == sorted(with_device) else _among(names)
+
+
+def nic_section(plan: ExpandedPlan, hosts: list[Host], scope: str) -> Section:
     """A panel per device and planned speed, and per device and MTU (untagged networks)."""
     speeds: dict[tuple[str, float], list[str]] = defaultdict(list)
     mtus: dict[tuple[str, int], list[str]] = defaultdict(list)
+    having: dict[str, list[str]] = defaultdict(list)  # device -> the hosts with it
     for host in hosts:
         for device, gbps in _port_speeds(plan, host).items():
             speeds[(device, gbps)].append(host["hostname"])
         for iface in host["interfaces"].values():
+            having[iface["device"]].append(host["hostname"])
             if iface["vlan"] is None:
                 mtus[(iface["device"], iface["mtu"])].append(host["hostname"])
     panels = []
     for (device, gbps), names in sorted(speeds.items()):
-        sel = _sel('job="node"', _among(names), f"device={_quote(device)}")
+        who = _port_matcher(names, having[device], scope)
+        sel = _sel('job="node"', who, f"device={_quote(device)}")
         panels.append(
             Panel(
                 f"{device} link speed (plan {gbps:g} Gb/s)",
@@ -127,7 +138,8 @@ def nic_section(plan: ExpandedPlan, hosts: list[Host]) -> Section:
             )
         )
     for (device, mtu), names in sorted(mtus.items()):
-        sel = _sel('job="node"', _among(names), f"device={_quote(device)}")
+        who = _port_matcher(names, having[device], scope)
+        sel = _sel('job="node"', who, f"device={_quote(device)}")
         panels.append(
             Panel(
                 f"{device} MTU (plan {mtu})",
@@ -231,14 +243,24 @@ def gpu_section(plan: ExpandedPlan, nodes: str) -> Section:
     )
 
 
-def slurm_section(nodes: str, whole: bool) -> Section:
-    sel = _sel(nodes)
+def slurm_scope(scope: str) -> Callable[[str], str]:
+    """A metric of the controller's Slurm collector, about the nodes of the scope: each
+    node's own target labels are on its `up` series."""
+    if not scope:
+        return lambda metric: metric
+    up = _sel('job="node"', scope)
+    nodes = f"(max by (node) (up{up}) * 0 + 1)"
+    return lambda metric: f"({metric} * on (node) group_left () {nodes})"
+
+
+def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
+    """`pick` restricts a metric to the dashboard's nodes."""
     panels = [
         Panel(
             "Slurm node states",
             (
                 (
-                    f"sum by (partition, state) (cluster_plan_slurm_node_state{sel}) > 0",
+                    f"sum by (partition, state) ({pick('cluster_plan_slurm_node_state')}) > 0",
                     "{{partition}} {{state}}",
                 ),
             ),
@@ -246,8 +268,8 @@ def slurm_section(nodes: str, whole: bool) -> Section:
         Panel(
             "GPUs allocated by Slurm",
             (
-                (f"sum(cluster_plan_slurm_node_gpus_allocated{sel})", "allocated"),
-                (f"sum(cluster_plan_slurm_node_gpus{sel})", "configured"),
+                (f"sum({pick('cluster_plan_slurm_node_gpus_allocated')})", "allocated"),
+                (f"sum({pick('cluster_plan_slurm_node_gpus')})", "configured"),
             ),
         ),
     ]
@@ -374,13 +396,13 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
 def _sections_for(plan: ExpandedPlan, hosts: list[Host], nodes: str) -> list[Section]:
     """The sections of a dashboard over these hosts (all of them for the overview)."""
     names = {h["hostname"] for h in hosts}
-    sections = [node_section(nodes), nic_section(plan, hosts)]
+    sections = [node_section(nodes), nic_section(plan, hosts, nodes)]
     if any(h["accelerators"] and h["accelerators"]["kind"] == "gpu" for h in hosts):
         sections.append(gpu_section(plan, nodes))
     scheduler = plan["scheduler"]
     slurm_nodes = names & set(plan["groups"].get("slurm_compute", []))
     if scheduler and scheduler["type"] == "slurm" and slurm_nodes:
-        sections.append(slurm_section(_among(sorted(slurm_nodes)) if nodes else "", not nodes))
+        sections.append(slurm_section(slurm_scope(nodes), not nodes))
     if plan["storage"].get("ceph"):
         osds = sorted(names & set(plan["groups"].get("ceph_osd", [])))
         if not nodes:
@@ -429,7 +451,7 @@ def node_sections(plan: ExpandedPlan) -> list[Section]:
     if any(h["accelerators"] and h["accelerators"]["kind"] == "gpu" for h in _hosts(plan)):
         sections.append(gpu_section(plan, nodes))
     if plan["scheduler"] and plan["scheduler"]["type"] == "slurm":
-        sections.append(slurm_section(nodes, False))
+        sections.append(slurm_section(lambda metric: metric + _sel(nodes), False))
     return sections
 
 
@@ -556,9 +578,10 @@ def dashboards(plan: ExpandedPlan) -> dict[str, dict[str, Any]]:
             if value:
                 scopes[kind].setdefault(value, []).append(host)
     words = {"rack": "rack", "pool": "pool", "group": "node group"}
+    labels = {"rack": "rack", "pool": "pool", "group": "node_group"}  # the targets' labels
     for kind, members in scopes.items():
         for value, chosen in sorted(members.items()):
-            nodes = _among([h["hostname"] for h in chosen])
+            nodes = f"{labels[kind]}={_quote(value)}"
             out[f"{kind}-{_safe(value)}.json"] = dashboard(
                 plan, kind, value, f"{words[kind]} {value}", _sections_for(plan, chosen, nodes)
             )

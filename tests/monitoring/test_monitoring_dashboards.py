@@ -161,6 +161,12 @@ def test_the_panels_show_the_fixture_s_faults(live):
     result = live["queries"][states]["data"]["result"]
     counts = {r["metric"]["state"]: float(r["value"][1]) for r in result}
     assert counts == {"mixed": 2.0, "idle": 1.0, "drained": 1.0}
+    # rack r2's Slurm nodes are gpu02, cpu01 and infer01, though the controller (head01, in
+    # r1) writes their series: the join on `up` gives each node its own rack
+    states = dict(queries_of(live["boards"]["rack-r2.json"]))["Slurm node states"]
+    result = live["queries"][states]["data"]["result"]
+    counts = {r["metric"]["state"]: float(r["value"][1]) for r in result}
+    assert counts == {"mixed": 1.0, "idle": 1.0, "drained": 1.0}
 
 
 # ---- the status page, from the same server's answers -----------------------------------------

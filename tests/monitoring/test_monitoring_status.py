@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,9 @@ def test_panels_carry_the_plan_s_thresholds(h100):
     node = dict(panel_exprs(h100["node.json"]))
     assert 'node="$node"' in node["GPU temperature (plan limit 83 °C)"]
     rack = dict(panel_exprs(h100["rack-a01.json"]))
-    assert re.search(r'node=~"[^"]*gpu03[^"]*"', rack["GPU power per node"])
+    assert rack["GPU power per node"] == 'sum by (node) (cluster_plan_gpu_power_watts{rack="a01"})'
+    pool = dict(panel_exprs(h100["pool-gpu.json"]))
+    assert '{job="node",pool="gpu"}' in pool["Slurm node states"]  # joined on the nodes' up
 
 
 def vector(*series: tuple[dict[str, str], float]) -> dict[str, Any]:
