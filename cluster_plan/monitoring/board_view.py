@@ -51,6 +51,11 @@ def _legend(template: str, labels: dict[str, str]) -> str:
     return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), template)
 
 
+def _natural(text: str) -> list[Any]:
+    """gpu2 before gpu10: digits compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
 def _series(answer: Any, expr: str) -> list[tuple[dict[str, str], float]]:
     if not isinstance(answer, dict) or answer.get("status") != "success":
         raise AnswerError(f"{expr}: no successful answer")
@@ -60,15 +65,16 @@ def _series(answer: Any, expr: str) -> list[tuple[dict[str, str], float]]:
 def _panel(panel: dict[str, Any], results: dict[str, Any], node: str | None) -> str:
     defaults = panel["fieldConfig"]["defaults"]
     steps = defaults["thresholds"]["steps"]
-    rows = []
+    found = []
     for target in panel["targets"]:
         expr = target["expr"].replace(NODE_VARIABLE, node or NODE_VARIABLE)
         for labels, value in _series(results.get(expr), expr):
-            name = escape(_legend(target.get("legendFormat", ""), labels)) or "-"
-            rows.append(
-                f'<tr><td>{name}</td><td class="v" style="border-left:6px solid '
-                f'{_colour(value, steps)}">{escape(_value(value, defaults["unit"]))}</td></tr>'
-            )
+            found.append((_legend(target.get("legendFormat", ""), labels), value))
+    rows = [
+        f'<tr><td>{escape(name) or "-"}</td><td class="v" style="border-left:6px solid '
+        f'{_colour(value, steps)}">{escape(_value(value, defaults["unit"]))}</td></tr>'
+        for name, value in sorted(found, key=lambda item: _natural(item[0]))
+    ]
     body = "".join(rows) or '<tr><td colspan="2">no data</td></tr>'
     note = f'<p class="d">{escape(panel["description"])}</p>' if panel.get("description") else ""
     return f'<div class="p"><h3>{escape(panel["title"])}</h3>{note}<table>{body}</table></div>'

@@ -164,3 +164,15 @@ def test_the_per_node_dashboard_needs_a_node(tmp_path, capsys, h100):
     argv = ["monitoring", "status", "--from-json", str(answers), "--dashboard", str(board)]
     assert main(argv) == 2
     assert "name the node with --node" in capsys.readouterr().err
+
+
+def test_a_dashboard_view_lists_series_in_natural_order(h100):
+    board = h100["overview.json"]
+    results = {
+        expr: vector(({"node": "gpu10"}, 1), ({"node": "gpu2"}, 1), ({"node": "cpu1"}, 1))
+        for _, expr in panel_exprs(board)
+    }
+    html = board_html(board, results, None, "now")
+    section = html[html.index("<h3>GPU power per node</h3>") :]
+    assert section.index("<td>cpu1</td>") < section.index("<td>gpu2</td>")
+    assert section.index("<td>gpu2</td>") < section.index("<td>gpu10</td>")
