@@ -69,8 +69,8 @@ def _below(limit: float) -> tuple[tuple[str, float | None], ...]:
 # ---- sections -------------------------------------------------------------------------------
 
 
-def node_section(nodes: str) -> Section:
-    up = _sel('job="node"', nodes)
+def node_section(scope: str) -> Section:
+    up = _sel('job="node"', scope)
     return Section(
         "Nodes and clocks",
         [
@@ -151,8 +151,8 @@ def nic_section(plan: ExpandedPlan, hosts: list[Host], scope: str) -> Section:
     return Section("Network ports against the plan", panels)
 
 
-def gpu_section(plan: ExpandedPlan, nodes: str) -> Section:
-    sel = _sel(nodes)
+def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
+    sel = _sel(scope)
     reasons = "|".join(THROTTLE_REASONS)
     max_temp = float(plan["acceptance"]["gpu"]["max_temp_c"])
     return Section(
@@ -204,7 +204,7 @@ def gpu_section(plan: ExpandedPlan, nodes: str) -> Section:
                 (
                     (
                         "sum by (node, reason) (cluster_plan_gpu_throttle"
-                        + _sel(nodes, f"reason=~{_quote(reasons)}")
+                        + _sel(scope, f"reason=~{_quote(reasons)}")
                         + ")",
                         "{{node}} {{reason}}",
                     ),
@@ -218,13 +218,13 @@ def gpu_section(plan: ExpandedPlan, nodes: str) -> Section:
                 (
                     (
                         "sum by (node) (cluster_plan_gpu_ecc_errors"
-                        + _sel(nodes, 'scope="volatile"', 'kind="uncorrected"')
+                        + _sel(scope, 'scope="volatile"', 'kind="uncorrected"')
                         + ")",
                         "{{node}} ECC uncorrected",
                     ),
                     (
                         "sum by (node, kind) (cluster_plan_gpu_remapped_rows"
-                        + _sel(nodes, 'kind=~"pending|failure"')
+                        + _sel(scope, 'kind=~"pending|failure"')
                         + ")",
                         "{{node}} rows {{kind}}",
                     ),
@@ -254,7 +254,7 @@ def slurm_scope(scope: str) -> Callable[[str], str]:
 
 
 def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
-    """`pick` restricts a metric to the dashboard's nodes."""
+    """`pick` restricts a metric to the dashboard's scope."""
     panels = [
         Panel(
             "Slurm node states",
@@ -393,23 +393,24 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
 # ---- dashboards -----------------------------------------------------------------------------
 
 
-def _sections_for(plan: ExpandedPlan, hosts: list[Host], nodes: str) -> list[Section]:
-    """The sections of a dashboard over these hosts (all of them for the overview)."""
+def _sections_for(plan: ExpandedPlan, hosts: list[Host], scope: str) -> list[Section]:
+    """The sections of a dashboard over these hosts, `scope` their label matcher ("" for the
+    overview: every host)."""
     names = {h["hostname"] for h in hosts}
-    sections = [node_section(nodes), nic_section(plan, hosts, nodes)]
+    sections = [node_section(scope), nic_section(plan, hosts, scope)]
     if any(h["accelerators"] and h["accelerators"]["kind"] == "gpu" for h in hosts):
-        sections.append(gpu_section(plan, nodes))
+        sections.append(gpu_section(plan, scope))
     scheduler = plan["scheduler"]
     slurm_nodes = names & set(plan["groups"].get("slurm_compute", []))
     if scheduler and scheduler["type"] == "slurm" and slurm_nodes:
-        sections.append(slurm_section(slurm_scope(nodes), not nodes))
+        sections.append(slurm_section(slurm_scope(scope), not scope))
     if plan["storage"].get("ceph"):
         osds = sorted(names & set(plan["groups"].get("ceph_osd", [])))
-        if not nodes:
+        if not scope:
             sections.append(ceph_section(_monitoring(plan), None))
         elif osds:
             sections.append(ceph_section(_monitoring(plan), osds))
-    if not nodes:
+    if not scope:
         sections.append(state_section(_monitoring(plan), bool(plan["backups"])))
     return [s for s in sections if s.panels]
 
@@ -424,9 +425,9 @@ def _monitoring(plan: ExpandedPlan) -> Monitoring:
 def node_sections(plan: ExpandedPlan) -> list[Section]:
     """The per-node dashboard: every panel for the node the `node` variable names. Its
     ports' plan differs per node group: the group dashboards carry those thresholds."""
-    nodes = f"node={_quote(NODE_VARIABLE)}"
-    up = _sel('job="node"', nodes)
-    sections = [node_section(nodes)]
+    scope = f"node={_quote(NODE_VARIABLE)}"
+    up = _sel('job="node"', scope)
+    sections = [node_section(scope)]
     sections[0].panels = sections[0].panels[2:]  # per-group counts mean nothing for one node
     sections[0].panels.insert(
         0, Panel("Node exporter up", ((f"up{up}", "{{node}}"),), kind="stat", steps=_below(1))
@@ -442,16 +443,16 @@ def node_sections(plan: ExpandedPlan) -> list[Section]:
                 ),
                 Panel(
                     "MTU per device",
-                    (("node_network_mtu_bytes" + _sel(nodes, 'device!="lo"'), "{{device}}"),),
+                    (("node_network_mtu_bytes" + _sel(scope, 'device!="lo"'), "{{device}}"),),
                     unit="bytes",
                 ),
             ],
         )
     )
     if any(h["accelerators"] and h["accelerators"]["kind"] == "gpu" for h in _hosts(plan)):
-        sections.append(gpu_section(plan, nodes))
+        sections.append(gpu_section(plan, scope))
     if plan["scheduler"] and plan["scheduler"]["type"] == "slurm":
-        sections.append(slurm_section(lambda metric: metric + _sel(nodes), False))
+        sections.append(slurm_section(lambda metric: metric + _sel(scope), False))
     return sections
 
 
@@ -581,9 +582,9 @@ def dashboards(plan: ExpandedPlan) -> dict[str, dict[str, Any]]:
     labels = {"rack": "rack", "pool": "pool", "group": "node_group"}  # the targets' labels
     for kind, members in scopes.items():
         for value, chosen in sorted(members.items()):
-            nodes = f"{labels[kind]}={_quote(value)}"
+            scope = f"{labels[kind]}={_quote(value)}"
             out[f"{kind}-{_safe(value)}.json"] = dashboard(
-                plan, kind, value, f"{words[kind]} {value}", _sections_for(plan, chosen, nodes)
+                plan, kind, value, f"{words[kind]} {value}", _sections_for(plan, chosen, scope)
             )
     out["node.json"] = dashboard(plan, "node", "node", "node $node", node_sections(plan))
     return out
