@@ -13,7 +13,9 @@ once (network unreachable), so they read as down and no packet leaves this names
 
 from __future__ import annotations
 
+import ctypes
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +48,12 @@ def settled() -> bool:
     return firing and bool(targets) and all(t["health"] != "unknown" for t in targets)
 
 
+def die_with_parent() -> None:
+    """In the child: SIGTERM when this script dies (killed by the test's timeout), so no
+    Prometheus outlives the test (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
 def main(config_dir: str, data_dir: str, queries_file: str, at: str, out: str) -> int:
     log = open(out + ".log", "w")  # noqa: SIM115 (open for the child's life)
     prometheus = subprocess.Popen(
@@ -59,6 +67,7 @@ def main(config_dir: str, data_dir: str, queries_file: str, at: str, out: str) -
         cwd=config_dir,
         stdout=log,
         stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
     )
     try:
         deadline = time.monotonic() + WAIT_S
