@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # promtool/amtool for the monitoring tests (docs/monitoring.md).
 APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables iperf3 fping \
 	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin openssh-server \
-	prometheus prometheus-alertmanager
+	prometheus prometheus-alertmanager chromium
 # Every `make test` keeps its evidence under reports/ (gitignored): the JUnit XML, every
 # test's setup/call/teardown seconds (durations.txt) and the phase totals (phases.json),
 # printed at the end against tests/budget.json (tests/support/phase_report.py).

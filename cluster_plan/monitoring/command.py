@@ -1,17 +1,26 @@
 """`cluster-plan monitoring render PLAN [-o DIR]`: Prometheus' configuration, file_sd targets
-and alert rules, and Alertmanager's configuration, from the plan. Exit statuses as every
-subcommand's (cluster_plan.cli.policy): 0 ok; 1 the plan has errors or no monitoring server,
-every finding printed; 2 the plan cannot be read."""
+and alert rules, Alertmanager's configuration and Grafana dashboards, from the plan. Exit
+statuses as every subcommand's (cluster_plan.cli.policy): 0 ok; 1 the plan has errors or no
+monitoring server, every finding printed; 2 the plan cannot be read.
+
+`cluster-plan monitoring status (--url URL | --from-json FILE) [-o HTML] [--save-json FILE]`:
+the status page from a Prometheus' API answers; 2 when they cannot be had or read."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+import urllib.error
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cluster_plan.cli.policy import Exit
 from cluster_plan.findings import PlanError
+
+MAX_ANSWERS = 256 * 1024 * 1024  # a large cluster's saved answers; more is not one
 
 
 def register(subparsers: Any) -> None:
@@ -30,6 +39,28 @@ def register(subparsers: Any) -> None:
     render.add_argument("plan", metavar="PLAN", help="a cluster plan with a monitoring_server")
     render.add_argument("-o", "--output", type=Path, metavar="DIR", help="write the files here")
     render.set_defaults(func=render_command)
+    status = sub.add_parser(
+        "status",
+        help="an HTML status page from Prometheus' API: alerts, targets, GPUs, Ceph",
+        description="Ask a Prometheus (--url) or read its answers saved earlier (--from-json) "
+        "and write one self-contained HTML page: the alerts firing, the node_exporter targets "
+        "up and down per node group and rack, and a GPU and Ceph summary.",
+    )
+    source = status.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", metavar="URL", help="Prometheus, e.g. http://127.0.0.1:9090")
+    source.add_argument("--from-json", type=Path, metavar="FILE", help="answers saved earlier")
+    status.add_argument("-o", "--output", type=Path, metavar="HTML", help="write the page here")
+    status.add_argument(
+        "--save-json", type=Path, metavar="FILE", help="also keep the answers (with --url)"
+    )
+    status.add_argument(
+        "--dashboard",
+        type=Path,
+        metavar="JSON",
+        help="instead, one rendered dashboard's panels (dashboards/*.json of monitoring render)",
+    )
+    status.add_argument("--node", metavar="NAME", help="the node of the per-node dashboard")
+    status.set_defaults(func=status_command)
 
 
 def render_command(args: argparse.Namespace) -> Exit:
@@ -49,4 +80,55 @@ def render_command(args: argparse.Namespace) -> Exit:
         return Exit.OK
     written = write(files, args.output)  # OSError: the policy names the file
     print(f"{args.output}: {len(written)} files")
+    return Exit.OK
+
+
+def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The page and the answers it was made from."""
+    from cluster_plan.cli.policy import UsageError
+    from cluster_plan.input_files import read_json
+    from cluster_plan.monitoring import board_view
+    from cluster_plan.monitoring.dashboards import NODE_VARIABLE
+    from cluster_plan.monitoring.status import fetch_answers, fetch_queries, status_html
+
+    if args.dashboard is None:
+        if args.url is not None:
+            answers = fetch_answers(args.url)
+        else:
+            answers = read_json(args.from_json, MAX_ANSWERS, "Prometheus API answers")
+        return status_html(answers), answers
+    board = read_json(args.dashboard, MAX_ANSWERS, "a dashboard's JSON")
+    if args.node is None and any(NODE_VARIABLE in q for q in board_view.queries(board, None)):
+        raise UsageError(f"{args.dashboard}: a per-node dashboard: name the node with --node")
+    if args.url is not None:
+        now = time.time()
+        asked = board_view.queries(board, args.node)
+        answers = {"source": args.url, "time": now, "panels": fetch_queries(args.url, asked, now)}
+    else:
+        answers = read_json(args.from_json, MAX_ANSWERS, "Prometheus API answers")
+    at = datetime.fromtimestamp(float(answers["time"]), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return board_view.board_html(board, answers["panels"], args.node, at), answers
+
+
+def status_command(args: argparse.Namespace) -> Exit:
+    from cluster_plan.cli.policy import UsageError
+    from cluster_plan.input_files import InputError
+    from cluster_plan.monitoring.status import AnswerError
+
+    where = args.url or str(args.from_json)
+    try:
+        page, answers = _page(args)
+    except InputError:  # the policy names the file
+        raise
+    except (AnswerError, urllib.error.URLError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a document of another shape
+        raise UsageError(f"{where}: not Prometheus API answers ({exc!r})") from None
+    if args.save_json is not None:
+        args.save_json.write_text(json.dumps(answers, indent=1) + "\n", encoding="utf-8")
+    if args.output is None:
+        sys.stdout.write(page)
+    else:
+        args.output.write_text(page, encoding="utf-8")
+        print(f"{args.output}: status page")
     return Exit.OK

@@ -10,6 +10,7 @@ import yaml
 from cluster_plan.contract import ExpandedPlan
 from cluster_plan.findings import Finding, PlanError
 from cluster_plan.monitoring.alertmanager import alertmanager_config
+from cluster_plan.monitoring.dashboards import dashboards
 from cluster_plan.monitoring.rules import alert_rules
 from cluster_plan.monitoring.targets import (
     RULES_FILE,
@@ -51,6 +52,8 @@ def render(plan: ExpandedPlan) -> dict[str, str]:
     }
     for path, groups in target_files(plan).items():
         files[path] = json.dumps(groups, indent=2) + "\n"
+    for name, board in dashboards(plan).items():  # for Grafana users to import
+        files[f"dashboards/{name}"] = json.dumps(board, indent=2, ensure_ascii=False) + "\n"
     return files
 
 

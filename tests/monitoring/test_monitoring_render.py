@@ -130,12 +130,18 @@ def test_render_rewrites_the_directory_exactly(tmp_path, capsys):
     assert not stale.exists()  # the slurm-h100 plan has no Ceph: an earlier file goes
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
         "alertmanager.yml",
+        "dashboards/group-gpu.json",
+        "dashboards/group-head.json",
+        "dashboards/node.json",
+        "dashboards/overview.json",
+        "dashboards/pool-gpu.json",
+        "dashboards/rack-a01.json",
         "default/prometheus",
         "file_sd/node.json",
         "prometheus.yml",
         "rules/cluster-plan.rules.yml",
     ]
-    assert f"{tmp_path}: 5 files" in capsys.readouterr().out
+    assert f"{tmp_path}: 11 files" in capsys.readouterr().out
 
 
 def test_without_output_it_prints_every_file(capsys):
