@@ -27,7 +27,9 @@ def _fits(value: object, name: str) -> bool:
     """Whether ``value`` is in the plan grammar ``name``: what is not, the schema reported,
     and the checks below leave alone (a finding never repeats a refused string)."""
     pattern, longest, _ = grammar(name)
-    return isinstance(value, str) and bool(pattern.search(value)) and len(value) <= (longest or 999)
+    if not isinstance(value, str) or not pattern.search(value):
+        return False
+    return longest is None or len(value) <= longest
 
 
 def check_software(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
@@ -178,7 +180,7 @@ def _cuda_hosts(
             f"{env} {build.get('version')} is a CUDA build, but it goes to hosts without an "
             f"NVIDIA GPU ({first_names(without)}): it cannot run there",
             (*path, "build"),
-            hint="give it only the pools with NVIDIA GPUs, and those without a CPU build",
+            hint="give it only to pools with NVIDIA GPUs, and the others a cpu build",
         )
 
 
