@@ -65,6 +65,16 @@ class Accelerators(TypedDict):
     catalog: dict[str, Any]  # the catalog entry
 
 
+class HostSoftware(TypedDict):
+    version: str
+    source: Literal["debian", "pip"]
+    build: Literal["cpu", "cuda"]
+    packages: list[str]  # the versioned one first
+    prefix: str | None  # pip: the virtual environment, on a shared file system
+    index_url: str | None  # pip: the package index; None: PyPI
+    module: str | None  # the Lmod module, name/version
+
+
 class Host(TypedDict):
     hostname: str
     fqdn: str
@@ -85,6 +95,7 @@ class Host(TypedDict):
     datasets: list[str]  # datasets whose racks include the host's rack
     interfaces: dict[str, Interface]  # one per network the host is on
     address: str  # on the management network: Ansible's ansible_host
+    software: dict[str, HostSoftware]  # environment -> the build the host gets
 
 
 class CoreSwitch(TypedDict, total=False):
@@ -313,6 +324,15 @@ class Access(TypedDict):
     admin_users: list[AdminUser]
 
 
+class SoftwareBuild(HostSoftware):
+    classes: list[str]
+    pools: list[str]
+
+
+class Software(TypedDict):
+    environments: dict[str, list[SoftwareBuild]]  # plan order
+
+
 class ExpandedPlan(TypedDict):
     cluster: Cluster
     networks: dict[str, Network]
@@ -329,6 +349,7 @@ class ExpandedPlan(TypedDict):
     acceptance: Acceptance
     lab: Lab | None  # None unless the plan is realized by the lab
     monitoring: Monitoring | None  # None unless a host has the role monitoring_server
+    software: Software | None  # None unless the plan has a software section
     hosts: dict[str, Host]  # node group order, then index
     groups: dict[str, list[str]]  # Ansible group -> sorted host names
 

@@ -183,6 +183,14 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "acceptance.history.tolerance.storage.upper": None,
     "lab": None,
     "lab.rate_scale": 0.01,
+    # software exists only where the plan writes it (docs/software.md)
+    "software": None,
+    "software.environments.*.[].build": "cpu",
+    "software.environments.*.[].prefix": None,
+    "software.environments.*.[].index_url": None,
+    "software.environments.*.[].module": None,
+    "software.environments.*.[].classes": [],
+    "software.environments.*.[].pools": [],
     # monitoring exists in plans with a monitoring_server (see _monitoring_section)
     "monitoring": None,
     "monitoring.scrape_interval_s": 30,

@@ -20,11 +20,13 @@ from cluster_plan.contract import (
     Interface,
     Network,
     Rack,
+    Software,
     Topology,
 )
 from cluster_plan.inventory_groups import group_name, memberships
 from cluster_plan.networks import network_space
 from cluster_plan.nodes import Node
+from cluster_plan.software import host_software
 from cluster_plan.topology import normalize, rack_switches, switch_path
 
 __all__ = ["ExpandedPlan", "expand", "group_name"]
@@ -90,7 +92,7 @@ def _racks(plan: dict[str, Any], served: dict[str, list[str]]) -> dict[str, Rack
 class _Expansion:
     """The per-plan tables the hosts are built from."""
 
-    def __init__(self, plan: dict[str, Any], lock: dict[str, Any]) -> None:
+    def __init__(self, plan: dict[str, Any], lock: dict[str, Any], nodes: list[Node]) -> None:
         self.plan = plan
         self.topo = cast(Topology, normalize(plan["topology"]))
         self.served = rack_switches(normalize(plan["topology"]))
@@ -102,6 +104,7 @@ class _Expansion:
         self.accelerators = {name: _accelerators(p) for name, p in profiles.items()}
         tree = normalize(plan["topology"])
         self.paths = {sw: switch_path(tree, sw) for sw in self.topo["access"]}
+        self.software = host_software(plan, nodes)
         self.datasets_by_rack: dict[str, list[str]] = {}
         for name, dataset in ((plan["scheduler"] or {}).get("datasets") or {}).items():
             for rack in dataset["racks"]:
@@ -149,13 +152,14 @@ class _Expansion:
             "datasets": list(self.datasets_by_rack.get(node.rack or "", [])),
             "interfaces": interfaces,
             "address": mgmt["address"],
+            "software": self.software.get(node.name, {}),
         }
 
 
 def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) -> ExpandedPlan:
     """The expanded cluster. ``plan`` must have passed validation with its defaults filled
     (Validation.filled) and ``lock`` be current."""
-    tables = _Expansion(plan, lock)
+    tables = _Expansion(plan, lock, list(nodes))
     hosts: dict[str, Host] = {}
     groups: dict[str, list[str]] = {}
     for node in nodes:
@@ -186,6 +190,7 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
         "acceptance": copy.deepcopy(plan["acceptance"]),
         "lab": copy.deepcopy(plan["lab"]),
         "monitoring": copy.deepcopy(plan.get("monitoring")),
+        "software": cast(Software | None, copy.deepcopy(plan.get("software"))),
         "hosts": hosts,
         "groups": {name: sorted(members) for name, members in sorted(groups.items())},
     }

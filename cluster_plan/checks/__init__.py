@@ -28,6 +28,7 @@ from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
 from cluster_plan.checks.services import check_backups, check_nfs_service
+from cluster_plan.checks.software import check_software
 from cluster_plan.checks.storage import check_ceph, check_nfs_backends
 from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
@@ -68,6 +69,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_reserved_hostnames,
     check_acceptance,
     check_monitoring,
+    check_software,
     check_inventory,
 )
 
