@@ -1,0 +1,64 @@
+"""slurmctld-fence, the HA pair's fencing helper (roles/slurm/files): how a backup tells a lost
+primary from one whose slurmctld merely died, and when it fences. The eviction itself and the
+primary's rejoin are proven on the lab (test_slurm_failover_lab.py)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "files" / "slurmctld-fence"
+
+
+@pytest.fixture(scope="module")
+def fence() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("slurmctld_fence", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("slurmctld_fence", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+PING_BOTH_UP = "Slurmctld(primary) at head01 is UP\nSlurmctld(backup) at osd01 is UP\n"
+PING_PRIMARY_DOWN = "Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at osd01 is UP\n"
+
+
+def test_the_primary_is_up_only_when_scontrol_ping_says_so(fence: ModuleType):
+    assert fence.primary_up(PING_BOTH_UP, "head01")
+    assert not fence.primary_up(PING_PRIMARY_DOWN, "head01")
+    assert not fence.primary_up(PING_BOTH_UP, "head02")  # another primary: not this one
+    assert not fence.primary_up("", "head01")
+
+
+def test_fencing_waits_half_of_slurmctld_timeout_and_happens_once_per_outage(fence: ModuleType):
+    assert not fence.should_fence(last_alive=100, now=114, timeout_s=30, fenced=False)
+    assert fence.should_fence(last_alive=100, now=115, timeout_s=30, fenced=False)
+    assert not fence.should_fence(last_alive=100, now=400, timeout_s=30, fenced=True)
+
+
+def test_a_host_that_refuses_is_alive_and_one_that_accepts_is_open(fence: ModuleType):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        # bound, not listening: the kernel answers with a reset, as a host whose slurmctld died
+        assert fence.connect("127.0.0.1", port) == "refused"
+        listener.listen(1)
+        assert fence.connect("127.0.0.1", port) == "open"
+
+
+def test_wrong_arguments_are_a_usage_error_not_a_traceback():
+    for argv in ([], ["backup", "head01"], ["primary"], ["backup", "h", "a", "p", "t", "i", "f"]):
+        done = subprocess.run(
+            [sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert "slurmctld-fence" in done.stderr, done.stderr
