@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster_plan.findings import Finding
+from cluster_plan.lockfile import LOCK_VERSION
 from cluster_plan.networks import (
     AddressError,
     NetworkSpace,
@@ -28,7 +29,6 @@ from cluster_plan.networks import (
 from cluster_plan.nodes import Node
 from cluster_plan.placement import racks_section
 
-LOCK_VERSION = 2
 Lock = dict[str, Any]
 
 

@@ -15,10 +15,11 @@ from cluster_plan.load import parse_plan_text
 from cluster_plan.lockfile import (
     exclusive,
     lock_path_for,
+    plan_identity,
     remove_stale_temporaries,
     write_lock,
 )
-from cluster_plan.validate import Validation, validate_document, validate_file
+from cluster_plan.validate import Validation, cluster_name, validate_document, validate_file
 
 
 def expand_validation(result: Validation) -> ExpandedPlan:
@@ -56,7 +57,18 @@ class LockResult:
 
     @property
     def changed(self) -> bool:
+        """The lock file would be rewritten (an older version's lock is upgraded)."""
         return self.previous != self.lock
+
+    @property
+    def out_of_date(self) -> bool:
+        """The lock's addresses or racks are not the plan's (what `lock --check` asks): a
+        lock of an older version that is current otherwise is not out of date."""
+        return self.previous is None or _placement(self.previous) != _placement(self.lock)
+
+
+def _placement(lock: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in lock.items() if k not in ("version", "plan")}
 
 
 def lock_plan(
@@ -84,6 +96,8 @@ def _lock_plan(
     placed = [result.doc.place(f) for f in findings]
     if placed:
         raise PlanError(placed, result.doc.source_lines)
+    identity = plan_identity(plan_path, cluster_name(result.plan))
+    fresh = {"version": fresh["version"], "plan": identity, **fresh}
     if write:
         remove_stale_temporaries(lock_path_for(plan_path))
     if write and fresh != previous:

@@ -33,3 +33,8 @@ def nvswitch_default(model: str, count: int) -> bool:
     catalog lists the board sizes that carry it (HGX 8-GPU does, HGX 4-GPU and DGX-1 do not)."""
     boards = load_catalog().get(model, {}).get("nvswitch_boards") or []
     return count in boards
+
+
+def supports_mig(model: str) -> bool:
+    """Whether GPUs of ``model`` can be partitioned into MIG instances."""
+    return model in (_catalog_document().get("mig_models") or [])

@@ -117,6 +117,8 @@ class Rack(TypedDict):
     row: str | None
     description: str
     location: typing.NotRequired[str]
+    power: typing.NotRequired[dict[str, Any]]  # kw or feeds, as in the plan
+    cooling: typing.NotRequired[dict[str, Any]]  # kw and kind, as in the plan
 
 
 class WorkloadClass(TypedDict):
@@ -214,10 +216,27 @@ class StorageAcceptance(TypedDict):
     pool: typing.NotRequired[str]  # plans with Ceph pools: the first rbd pool unless set
 
 
+class Tolerance(TypedDict):
+    lower: float | None  # fractions of the earlier run's value; None: no bound
+    upper: float | None
+
+
+class HistoryTolerance(TypedDict):
+    bandwidth: Tolerance
+    latency: Tolerance
+    storage: Tolerance
+
+
+class AcceptanceHistory(TypedDict):
+    database: str | None  # None: history.sqlite beside the reports
+    tolerance: HistoryTolerance
+
+
 class Acceptance(TypedDict):
     network: NetworkAcceptance | None
     gpu: GpuAcceptance
     storage: StorageAcceptance
+    history: AcceptanceHistory
 
 
 class Retention(TypedDict):
@@ -242,6 +261,38 @@ class Backups(TypedDict):
 
 class Lab(TypedDict):
     rate_scale: float  # lab links run at plan speed times this
+
+
+# `from` and `continue` are Python keywords: these two are spelled the functional way.
+Smtp = TypedDict("Smtp", {"host": str, "port": int, "from": str})
+MonitoringRoute = TypedDict(
+    "MonitoringRoute",
+    {
+        "receiver": str,
+        "severity": Literal["warning", "critical"] | None,  # None: any severity
+        "team": str | None,  # None: any alert; else alerts about the team's pools' nodes
+        "continue": bool,
+    },
+)
+
+
+class Receiver(TypedDict):
+    webhook: str | None
+    email: str | None
+
+
+class Monitoring(TypedDict):
+    scrape_interval_s: int
+    evaluation_interval_s: int
+    retention_days: int
+    throttle_minutes: int
+    ceph_pool_full_pct: float
+    acceptance_max_age_days: float
+    backup_max_age_hours: float | None  # from backups.schedule unless set; None without backups
+    smtp: Smtp | None
+    receivers: dict[str, Receiver]
+    default_receiver: str | None  # the first receiver unless set; None without receivers
+    routes: dict[str, MonitoringRoute]  # plan order: Alertmanager tries them in this order
 
 
 class Packages(TypedDict):
@@ -277,6 +328,7 @@ class ExpandedPlan(TypedDict):
     access: Access
     acceptance: Acceptance
     lab: Lab | None  # None unless the plan is realized by the lab
+    monitoring: Monitoring | None  # None unless a host has the role monitoring_server
     hosts: dict[str, Host]  # node group order, then index
     groups: dict[str, list[str]]  # Ansible group -> sorted host names
 

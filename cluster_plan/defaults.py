@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cluster_plan.catalog import nvswitch_default
+from cluster_plan.oncalendar import longest_gap_hours
 
 # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
 # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
@@ -167,8 +168,42 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # storage acceptance runs in plans with Ceph; its pool is derived below
     "acceptance.storage": {},
     "acceptance.storage.bench_seconds": 10,
+    # the run history; its database defaults to history.sqlite beside the reports
+    "acceptance.history": {},
+    "acceptance.history.database": None,
+    "acceptance.history.tolerance": {},
+    "acceptance.history.tolerance.bandwidth": {},
+    "acceptance.history.tolerance.bandwidth.lower": -0.05,
+    "acceptance.history.tolerance.bandwidth.upper": None,
+    "acceptance.history.tolerance.latency": {},
+    "acceptance.history.tolerance.latency.lower": None,
+    "acceptance.history.tolerance.latency.upper": None,
+    "acceptance.history.tolerance.storage": {},
+    "acceptance.history.tolerance.storage.lower": -0.05,
+    "acceptance.history.tolerance.storage.upper": None,
     "lab": None,
     "lab.rate_scale": 0.01,
+    # monitoring exists in plans with a monitoring_server (see _monitoring_section)
+    "monitoring": None,
+    "monitoring.scrape_interval_s": 30,
+    "monitoring.evaluation_interval_s": 30,
+    "monitoring.retention_days": 15,
+    # a GPU under load may throttle for seconds; minutes of it cost a job's speed
+    "monitoring.throttle_minutes": 5,
+    # Ceph's own nearfull ratio; full (95 %) stops writes
+    "monitoring.ceph_pool_full_pct": 85,
+    # the age `cluster-plan acceptance --when changed` accepts by default
+    "monitoring.acceptance_max_age_days": 7,
+    # monitoring.backup_max_age_hours and default_receiver are derived below
+    "monitoring.smtp": None,
+    "monitoring.smtp.port": 25,
+    "monitoring.receivers": {},
+    "monitoring.receivers.*.webhook": None,
+    "monitoring.receivers.*.email": None,
+    "monitoring.routes": {},
+    "monitoring.routes.*.severity": None,
+    "monitoring.routes.*.team": None,
+    "monitoring.routes.*.continue": False,
 }
 
 
@@ -273,8 +308,45 @@ def _team_classes(plan: dict[str, Any]) -> None:
             team["classes"] = list(every)
 
 
-SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections,)
-DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (_set_derived, _set_nvswitch, _team_classes)
+def _monitoring_section(plan: dict[str, Any]) -> None:
+    """A plan with a monitoring_server has monitoring settings even when it writes none."""
+    groups = plan.get("node_groups")
+    roles = [
+        g.get("roles")
+        for g in (groups.values() if isinstance(groups, dict) else ())
+        if isinstance(g, dict)
+    ]
+    if any(isinstance(r, list) and "monitoring_server" in r for r in roles):
+        plan["monitoring"] = plan.get("monitoring") or {}
+
+
+def _monitoring_derived(plan: dict[str, Any]) -> None:
+    """The backup age that alerts (the schedule's longest gap and a grace for the run) and
+    the receiver of alerts no route takes (the first receiver)."""
+    monitoring = plan.get("monitoring")
+    if not isinstance(monitoring, dict):
+        return
+    backups = plan.get("backups")
+    schedule = backups.get("schedule") if isinstance(backups, dict) else None
+    if monitoring.get("backup_max_age_hours") is None:
+        gap = longest_gap_hours(schedule) if isinstance(schedule, str) else None
+        monitoring["backup_max_age_hours"] = None if gap is None else gap + BACKUP_GRACE_HOURS
+    receivers = monitoring.get("receivers")
+    if monitoring.get("default_receiver") is None:
+        names = list(receivers) if isinstance(receivers, dict) else []
+        monitoring["default_receiver"] = names[0] if names else None
+
+
+# a backup run (random delay, Borg, the drill) may take this long after its scheduled time
+BACKUP_GRACE_HOURS = 2
+
+SECTIONS: tuple[Callable[[dict[str, Any]], None], ...] = (_scheduler_sections, _monitoring_section)
+DERIVED: tuple[Callable[[dict[str, Any]], None], ...] = (
+    _set_derived,
+    _set_nvswitch,
+    _team_classes,
+    _monitoring_derived,
+)
 
 
 def _parents(node: Any, parts: list[str]) -> Iterator[Any]:

@@ -185,6 +185,7 @@ def expand(plan: dict[str, Any], nodes: Sequence[Node], lock: dict[str, Any]) ->
         "access": copy.deepcopy(plan["access"]),
         "acceptance": copy.deepcopy(plan["acceptance"]),
         "lab": copy.deepcopy(plan["lab"]),
+        "monitoring": copy.deepcopy(plan.get("monitoring")),
         "hosts": hosts,
         "groups": {name: sorted(members) for name, members in sorted(groups.items())},
     }

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from cluster_plan import catalog as accelerator_catalog
 from cluster_plan.defaults import section_defaults
+from cluster_plan.input_files import InputError, read_json
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -27,6 +28,7 @@ Status = Literal["pass", "warn", "fail"]
 DEFAULT_THRESHOLDS: dict[str, Any] = section_defaults("acceptance.gpu")
 
 # Clock-event reasons that mean the hardware, not the workload, slowed the GPU.
+MAX_FACTS_BYTES = 64 * 1024 * 1024  # nvml_facts of a node is some KB
 SLOWDOWN_REASONS = (
     "hw_slowdown",
     "hw_thermal_slowdown",
@@ -416,9 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--set {item}: the value must be JSON (e.g. false, 80, [79])", file=sys.stderr)
             return 2
     try:
-        facts = json.loads(args.facts.read_text())
-    except (OSError, ValueError) as err:
-        print(f"cannot read {args.facts}: {err}", file=sys.stderr)
+        facts = read_json(args.facts, MAX_FACTS_BYTES, "NVML facts (JSON)")
+    except InputError as err:
+        print(f"cannot read {err}", file=sys.stderr)
+        return 2
+    if not isinstance(facts, dict):
+        print(f"cannot read {args.facts}: not NVML facts (a JSON object)", file=sys.stderr)
         return 2
     accelerators = {"model": args.model, "count": args.count} if args.model else None
     report = judge_node(args.node, facts.get("nvml", facts), accelerators, acceptance)

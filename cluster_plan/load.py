@@ -6,6 +6,7 @@ composed first and turned into data here, with duplicates reported as findings.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import yaml
 
 from cluster_plan.findings import Finding, JsonPath
+from cluster_plan.input_files import InputError, open_regular
 
 try:  # the C loader is several times faster on large plans
     from yaml import CSafeLoader as _Loader
@@ -23,6 +25,8 @@ MAX_PLAN_BYTES = 16 * 1024 * 1024
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 MAX_DEPTH = 64  # a plan is a few levels deep; anything near this is junk
 MAX_ALIAS_VALUES = 250_000
+# YAML 1.1 reads a plain 0-prefixed number as octal: `uid: 02001` is 1025, silently.
+_OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
 EXTENSION_PREFIX = "x-"
 
 
@@ -58,6 +62,17 @@ class PlanDocument:
         return finding.located(self.file, line, col)
 
 
+def _without_zeros(number: str) -> str:
+    """A zero-padded YAML integer as the decimal its writer meant: -012 -> -12."""
+    sign = number[0] if number[0] in "+-" else ""
+    return sign + (number[len(sign) :].lstrip("0") or "0")
+
+
+def _shown(value: str, width: int = 40) -> str:
+    """A value quoted for a message, cut short: one line even for a 5,000-digit number."""
+    return repr(value if len(value) <= width else value[:width] + "...")
+
+
 def _value_error(node: yaml.Node, problem: str) -> yaml.YAMLError:
     return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
@@ -74,9 +89,22 @@ class _Builder:
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
             try:
-                return self.constructor.construct_object(node, deep=True)
+                value = self.constructor.construct_object(node, deep=True)
             except (ValueError, OverflowError) as exc:  # e.g. 2027-13-45 is read as a date
-                raise _value_error(node, f"cannot read {node.value!r}: {exc}") from None
+                reason = str(exc).split(";")[0]  # not Python's advice to raise its limit
+                raise _value_error(node, f"cannot read {_shown(node.value)}: {reason}") from None
+            # a plain scalar: libyaml's style is '', PyYAML's None
+            plain = isinstance(node, yaml.ScalarNode) and not node.style
+            if type(value) is int and plain and _OCTAL.match(node.value):
+                self._finding(
+                    "octal-number",
+                    f"{node.value} has a leading zero, so YAML reads it as octal: {value}",
+                    path,
+                    node,
+                    hint=f"write {_without_zeros(node.value)} without the zero, or quote it "
+                    "if it is text",
+                )
+            return value
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan
         # would expand forever, so both, and absurd nesting, stop with a finding.
         if id(node) in self.active:
@@ -266,13 +294,11 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
 def load_plan_file(path: str | Path) -> PlanDocument:
     """Read and parse a plan file; an unreadable file is a finding too."""
     name = str(path)
-    try:
-        with open(path, "rb") as handle:  # no more than the limit: /dev/zero never ends
+    try:  # a regular file only (a FIFO would hang), and no more than the limit
+        with open_regular(path) as handle:
             raw = handle.read(MAX_PLAN_BYTES + 1)
-    except FileNotFoundError:
-        return _fail(name, "file-not-found", "no such file")
-    except IsADirectoryError:
-        return _fail(name, "not-a-file", "this is a directory, not a plan file")
+    except InputError as exc:
+        return _fail(name, exc.code, exc.problem)
     except OSError as exc:
         return _fail(name, "unreadable", f"cannot read the file: {exc.strerror}")
     return parse_plan_text(raw, name)

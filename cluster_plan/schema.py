@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -26,6 +27,16 @@ def plan_schema() -> dict[str, Any]:
     place (hypothesis-jsonschema canonicalises it), which must not change what validate sees."""
     schema: dict[str, Any] = json.loads(_schema_text())
     return schema
+
+
+@cache
+def grammar(name: str) -> tuple[re.Pattern[str], int | None, str]:
+    """A string grammar of the plan (a $defs entry: path, url, user_name, ...): its pattern,
+    its longest length, and what it is in words; stated once, in the schema, for validate's
+    checks and for the roles' second check where a value is written."""
+    definition = plan_schema()["$defs"][name]
+    what = definition.get("title") or definition.get("description", name)
+    return re.compile(definition["pattern"]), definition.get("maxLength"), what
 
 
 @cache
@@ -147,9 +158,8 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
             path,
             False,
         )
-    if kind == "pattern":
-        desc = error.schema.get("description") if isinstance(error.schema, dict) else None
-        return "format", f"{error.instance!r} is not valid here", desc, path, False
+    if kind in ("pattern", "maxLength"):
+        return _grammar_finding(error, path)
     if kind in ("minProperties", "minItems"):
         return "empty", "must not be empty", None, path, False
     if kind == "uniqueItems":
@@ -173,6 +183,30 @@ def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, b
                 False,
             )
     return "schema", error.message, None, path, False
+
+
+_SHOWN_CHARACTERS = 60
+
+
+def _grammar(error: ValidationError) -> str:
+    title = error.schema.get("title") if isinstance(error.schema, dict) else None
+    return str(title) if title else "valid here"
+
+
+def _grammar_finding(
+    error: ValidationError, path: JsonPath
+) -> tuple[str, str, str | None, JsonPath, bool]:
+    """A string outside its grammar: the message names the grammar (a host name, an absolute
+    path), the hint states it in words; a huge value is shown cut, with its length."""
+    desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+    value = str(error.instance)
+    shown = repr(value) if len(value) <= _SHOWN_CHARACTERS else repr(value[:_SHOWN_CHARACTERS])
+    if len(value) > _SHOWN_CHARACTERS:
+        shown += f"... ({len(value)} characters)"
+    if error.validator == "maxLength":
+        message = f"{shown} is too long (at most {error.validator_value} characters)"
+        return "format", message, desc, path, False
+    return "format", f"{shown} is not {_grammar(error)}", desc, path, False
 
 
 _KIND_NAMES = {

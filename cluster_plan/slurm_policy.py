@@ -256,5 +256,7 @@ def slurm_submit_policy(plan: Plan, hosts: list[Host]) -> dict[str, Any]:
 
 def lua_string(value: Any) -> str:
     """A Lua string literal (the names printed are Slurm-safe already; this guards quotes)."""
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    # every control character as a decimal escape: a raw newline or CR ends a Lua string
+    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\{ord(m.group()):03d}", text)
     return f'"{text}"'

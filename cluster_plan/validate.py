@@ -12,7 +12,12 @@ from cluster_plan.checks import ALL_CHECKS, MAX_NODES
 from cluster_plan.defaults import with_defaults
 from cluster_plan.findings import Finding, errors, format_path, sort_key
 from cluster_plan.load import PlanDocument, load_plan_file, parse_plan_text
-from cluster_plan.lockfile import lock_differences, lock_path_for, read_lock
+from cluster_plan.lockfile import (
+    identity_problem,
+    lock_differences,
+    lock_path_for,
+    read_lock,
+)
 from cluster_plan.nodes import Node, iter_nodes
 from cluster_plan.placement import place_racks
 from cluster_plan.schema import schema_findings
@@ -147,6 +152,21 @@ def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Find
     return out
 
 
+def cluster_name(data: Any) -> Any:
+    cluster = data.get("cluster") if isinstance(data, dict) else None
+    return cluster.get("name") if isinstance(cluster, dict) else None
+
+
+def _read_own_lock(
+    doc: PlanDocument, lock_path: Path
+) -> tuple[dict[str, Any] | None, Finding | None]:
+    """The plan's lock, or why there is none: a lock written for another plan is none."""
+    lock, problem = read_lock(lock_path)
+    if lock is not None:
+        problem = identity_problem(lock, lock_path, doc.file, cluster_name(doc.data))
+    return (None, problem) if problem else (lock, None)
+
+
 def validate_document(
     doc: PlanDocument,
     *,
@@ -158,7 +178,7 @@ def validate_document(
     if doc.data is None or not isinstance(doc.data, dict):
         return result
     if lock_path is not None:
-        result.previous, result.lock_problem = read_lock(lock_path)
+        result.previous, result.lock_problem = _read_own_lock(doc, lock_path)
     found = schema_findings(doc)
     schema_clean = not errors(found)
     try:

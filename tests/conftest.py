@@ -12,8 +12,9 @@ from linters import LintRun, run_ansible_lint, run_yamllint
 # test suite, so every test (and every command it runs) sees the same instant.
 os.environ["CLUSTER_PLAN_NOW"] = "2026-06-01T00:00:00+00:00"
 
-# One lab per test session, shared by every module that needs it (brought up as id "test").
-pytest_plugins = ["cluster_plan.lab.pytest_plugin"]
+# One lab per test session, shared by every module that needs it (brought up as id "test");
+# its prerequisites checked once (support/lab_gate.py); where the time goes (support/phases.py).
+pytest_plugins = ["cluster_plan.lab.pytest_plugin", "support.lab_gate", "support.phases"]
 
 
 @pytest.fixture(scope="session")

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
+import os
 import shlex
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
 
+from cluster_plan.acceptance import history_command as history
 from cluster_plan.acceptance.execution import PrefixExecutor
-from cluster_plan.acceptance.freshness import Decision, decide, inputs_fingerprint
+from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
-from cluster_plan.acceptance.report import ReportError, load_report, write_report
+from cluster_plan.acceptance.report import ReportError, judge_report, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
 from cluster_plan.cli.policy import Exit, UsageError
 from cluster_plan.contract import ExpandedPlan, conformance_errors
+from cluster_plan.input_files import read_json
+
+MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # a 20,000-host expansion is some hundred MB
 
 
 def register(subparsers: Any) -> None:
@@ -37,15 +41,19 @@ def register(subparsers: Any) -> None:
     report.add_argument("results", type=Path, help="acceptance.json written by `acceptance`")
     report.add_argument("--output", type=Path, help="HTML file (default: beside RESULTS)")
     report.add_argument("--format", choices=["text", "json"], default="text")
+    history.add_report_options(report)
     report.set_defaults(func=report_command)
 
     run = subparsers.add_parser(
         "acceptance",
         help="run network acceptance tests on the cluster and judge them against the plan",
         description="Bandwidth (iperf3), latency, loss and MTU (fping) between every pair of "
-        "nodes; writes reports/<cluster>/acceptance.json and .html.",
+        "nodes; writes reports/<cluster>/acceptance.json and .html, records the run in the "
+        "history and compares it with an earlier one. `acceptance history PLAN` lists the "
+        "recorded runs.",
     )
     run.add_argument("plan", type=Path, help="the cluster plan (YAML)")
+    history.add_run_options(run)
     run.add_argument(
         "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
     )
@@ -114,25 +122,49 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _html_output(results: Path, output: Path | None) -> Path:
+    """Where the HTML goes; never over the report it is made from (`x.html` as RESULTS)."""
+    chosen = output or results.with_suffix(".html")
+    if chosen.resolve() == results.resolve() or (
+        chosen.exists() and os.path.samefile(chosen, results)
+    ):
+        raise UsageError(
+            f"{chosen}: is the report itself; pass --output with another file for the HTML"
+        )
+    return chosen
+
+
 def report_command(args: argparse.Namespace) -> Exit:
     try:
         report = load_report(args.results)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
-    output = args.output or args.results.with_suffix(".html")
+    output = _html_output(args.results, args.output)
+    judged = judge_report(report)
+    if judged != report["passed"]:
+        print(
+            f"{args.results}: the file says passed={str(report['passed']).lower()}, but its "
+            f"findings say {'PASSED' if judged else 'FAILED'}; judged by the findings",
+            file=sys.stderr,
+        )
+        report = {**report, "passed": judged}
+    if args.compare:
+        history.compare_report(args, report)
     output.write_text(render_html(report))
-    summary = {"passed": report["passed"], "html": str(output),
+    summary = {"passed": judged, "html": str(output),
                "nodes_at_fault": report["nodes_at_fault"]}  # fmt: skip
-    args.reporter.result(summary, lambda: f"{_summary(report)}\nwrote {output}")
-    return Exit.OK if report["passed"] else Exit.FAILED
+    if args.compare:
+        summary |= {"findings": report["findings"], "comparison": report["comparison"]}
+    compared = history.comparison_text(report, every_figure=True) if args.compare else ""
+    args.reporter.result(
+        summary, lambda: "\n".join(filter(None, [_summary(report), compared, f"wrote {output}"]))
+    )
+    return Exit.OK if judged else Exit.FAILED
 
 
 def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     if args.expanded:
-        try:
-            data = json.loads(args.expanded.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{args.expanded}: {exc}") from exc
+        data = read_json(args.expanded, MAX_EXPANDED_BYTES, "an expanded plan (JSON)")
         if not isinstance(data, dict):
             raise UsageError(f"{args.expanded}: not an expanded plan (a JSON object)")
         problems = conformance_errors(data, ExpandedPlan)
@@ -215,6 +247,9 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
         raise UsageError(f"unknown phase {', '.join(unknown)}")
+    if history.is_history(args):
+        args.plan = args.history_plan
+        return history.history_command(args, _load_expanded(args))
     expanded = _load_expanded(args)
     nodes = args.nodes.split(",") if args.nodes else None
     spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)
@@ -228,17 +263,26 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     if args.when == "changed":
         decision = _freshness(args, out_dir / "acceptance.json", inputs)
         if not decision.run:
-            skipped = {"skipped": True, "reason": decision.reason, "report": str(out_dir)}
+            skipped = {"skipped": True, "reason": decision.reason, "report": str(out_dir),
+                       "force": FORCE_HINT}  # fmt: skip
             args.reporter.result(
                 skipped, lambda: f"{spec.cluster}: acceptance skipped, {decision.reason} "
-                f"(last report in {out_dir}; --when always runs it)",
+                f"(last report in {out_dir}); {FORCE_HINT}",
             )  # fmt: skip
             return Exit.OK
         print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = _executor(args, expanded, addresses, Path(control_dir))
+        tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured
         report = AcceptanceRunner(spec, executor, options).run()
     report["inputs"] = inputs
+    failure = history.record_run(tracker, args, report, expanded, out_dir / "acceptance.json")
     json_path, html_path = write_report(report, out_dir)
-    args.reporter.result(report, lambda: f"{_summary(report)}\nwrote {json_path} and {html_path}")
+    if failure is not None:  # the report is written: the measurements are kept even so
+        raise failure
+    compared = history.comparison_text(report, every_figure=False)
+    args.reporter.result(
+        report, lambda: "\n".join(filter(None, [_summary(report), compared,
+                                                f"wrote {json_path} and {html_path}"])),
+    )  # fmt: skip
     return Exit.OK if report["passed"] else Exit.FAILED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -55,8 +56,10 @@ def _heatmap(
     return "".join(out)
 
 
-def _short(value: float) -> str:
-    """At most four characters, so the figure fits its cell."""
+def _short(value: float | None) -> str:
+    """At most four characters, so the figure fits its cell (n/a: no figure in the report)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
     if value >= 100:
         return f"{value:.0f}"
     if value >= 10:
@@ -126,6 +129,10 @@ def _raw_outputs(report: Mapping[str, Any]) -> str:
     return "".join(parts) or "<p>None.</p>"
 
 
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g}"
+
+
 def _storage(storage: Mapping[str, Any]) -> list[str]:
     """The storage section: verdict, health, OSDs, PGs and the rados bench figures."""
     verdict = (
@@ -138,7 +145,10 @@ def _storage(storage: Mapping[str, Any]) -> list[str]:
     def figure(run: Mapping[str, Any]) -> str:
         if run["mb_s"] is None:
             return f"failed: {run['error']}"
-        return f"{run['mb_s']:g} MB/s, {run['iops']:g} IOPS, {run['latency_s']:g} s mean latency"
+        return (
+            f"{_figure(run['mb_s'])} MB/s, {_figure(run['iops'])} IOPS, "
+            f"{_figure(run['latency_s'])} s mean latency"
+        )
 
     checks = ", ".join(storage["health_checks"])
     rows = [
@@ -223,6 +233,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         ]
     if report.get("storage"):
         body += _storage(report["storage"])
+    from cluster_plan.acceptance.compare_html import render_comparison  # it draws with ours
+
+    body += render_comparison(report)
     body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
     timing = report.get("timing") or {}
     if timing:

@@ -25,6 +25,7 @@ from cluster_plan.acceptance.verdicts import (
     mtu_status,
     nodes_at_fault,
 )
+from cluster_plan.input_files import InputError, read_json
 
 SCHEMA_ID = "https://cluster-plan.dev/schemas/acceptance-report.schema.json"
 # data/acceptance-report.schema.json links to schemas/, so checkouts and wheels both find it
@@ -111,14 +112,13 @@ def build_report(
         | {"first_attempt": _mtu(m.sample) if m.retest else None}
         for m in mtu
     ]
-    faults = [f for f in findings if f.severity == "fault"]
     report = {
         "$schema": SCHEMA_ID,
         "report": "network-acceptance",
         "version": 1,
         "cluster": spec.cluster,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "passed": not faults,  # and the storage section's verdict, below
+        "passed": False,  # judged below, from the findings and the storage section
         "criteria": {
             "min_gbps": c.min_gbps,
             "max_latency_ms": c.max_latency_ms,
@@ -149,7 +149,7 @@ def build_report(
     }
     if storage is not None:
         report["storage"] = dict(storage)
-        report["passed"] = report["passed"] and bool(storage["passed"])
+    report["passed"] = judge_report(report)
     return report
 
 
@@ -157,17 +157,26 @@ class ReportError(ValueError):
     """The file is not a readable acceptance report; the message says why."""
 
 
+MAX_REPORT_BYTES = 256 * 1024 * 1024  # raw outputs of every pair of a large cluster
+
+
 def load_report(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text())
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not JSON: {exc}") from exc
+        document = read_json(path, MAX_REPORT_BYTES, "an acceptance report (JSON)")
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
     errors = validate_report(document)
     if errors:
         raise ReportError("\n".join(f"{path}: {e}" for e in errors))
-    return document
+    return dict(document)
+
+
+def judge_report(report: Mapping[str, Any]) -> bool:
+    """Whether the cluster passed, from the report's findings and storage problems (what
+    `passed` was made from), never from the `passed` flag a file may carry."""
+    faults = [f for f in report["findings"] if f["severity"] == "fault"]
+    storage = report.get("storage") or {}
+    return not faults and not storage.get("problems")
 
 
 def validate_report(document: object) -> list[str]:

@@ -7,17 +7,27 @@ that loaded, and drops a check's crash only when the schema already found errors
 from __future__ import annotations
 
 from cluster_plan.checks.acceptance import check_acceptance
+from cluster_plan.checks.accounts import check_accounts
+from cluster_plan.checks.backups import check_backup_copies
 from cluster_plan.checks.base import MAX_NODES, Check, Plan
+from cluster_plan.checks.ceph_hosts import check_ceph_hosts
 from cluster_plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.checks.fitness import check_fitness, check_team_pools
+from cluster_plan.checks.grammar import check_calendars, check_reserved_hostnames, check_ssh_keys
 from cluster_plan.checks.hardware import check_accelerators, check_disks
 from cluster_plan.checks.interfaces import check_interfaces
 from cluster_plan.checks.inventory import check_inventory
+from cluster_plan.checks.kubernetes import check_kubernetes
+from cluster_plan.checks.monitoring import check_monitoring
+from cluster_plan.checks.mounts import check_mounts
 from cluster_plan.checks.networks import check_capacity, check_networks, check_service_addresses
 from cluster_plan.checks.nodes import check_nodes
+from cluster_plan.checks.pools import check_ceph_pools
+from cluster_plan.checks.power import check_rack_power
 from cluster_plan.checks.references import check_references
 from cluster_plan.checks.reservations import check_reservations
 from cluster_plan.checks.scheduler import check_scheduler
-from cluster_plan.checks.services import check_backups, check_nfs_service, check_paths
+from cluster_plan.checks.services import check_backups, check_nfs_service
 from cluster_plan.checks.storage import check_ceph, check_nfs_backends
 from cluster_plan.checks.teams import check_teams
 from cluster_plan.checks.topology import check_topology
@@ -35,17 +45,29 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_disks,
     check_interfaces,
     check_scheduler,
+    check_kubernetes,
     check_reservations,
     check_workload_classes,
     check_datasets,
     check_teams,
+    check_accounts,
+    check_team_pools,
+    check_rack_power,
+    check_fitness,
     check_ceph,
+    check_ceph_pools,
+    check_ceph_hosts,
+    check_mounts,
     check_nfs_backends,
     check_nfs_service,
     check_backups,
-    check_paths,
+    check_backup_copies,
     check_admin_users,
+    check_ssh_keys,
+    check_calendars,
+    check_reserved_hostnames,
     check_acceptance,
+    check_monitoring,
     check_inventory,
 )
 

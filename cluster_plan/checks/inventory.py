@@ -14,6 +14,7 @@ from cluster_plan.topology import normalize, rack_switches, switch_path
 ROLES = (
     "slurm_controller", "slurm_compute", "slurmdbd", "login", "k8s_control_plane", "k8s_worker",
     "ceph_mon", "ceph_mgr", "ceph_osd", "nfs_server", "ntp_server", "backup_server",
+    "monitoring_server",
 )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ def check_networks(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             yield Finding("network-address", str(exc), (*path, "cidr"))
             continue
         parsed[name] = net
+        yield from _unusable(net, (*path, "cidr"))
         yield from _site_addresses(spec, net, name)
         yield from _reserved(spec, net, name)
     yield from _kubernetes_cidrs(plan, parsed)
@@ -109,9 +110,34 @@ def _kubernetes_cidrs(plan: Plan, parsed: dict[str, Any]) -> Iterator[Finding]:
     for key in ("pod_cidr", "service_cidr"):
         if key in k8s:
             try:
-                parsed[f"scheduler.kubernetes.{key}"] = parse_network(k8s[key])
+                net = parse_network(k8s[key])
             except AddressError as exc:
                 yield Finding("network-address", str(exc), ("scheduler", "kubernetes", key))
+                continue
+            parsed[f"scheduler.kubernetes.{key}"] = net
+            yield from _unusable(net, ("scheduler", "kubernetes", key))
+
+
+# Ranges no host or pod address may come from: the kernel routes loopback to itself,
+# multicast is for groups, and 0/8 and 240/4 are refused as interface addresses.
+UNUSABLE = (
+    (netaddr.IPNetwork("127.0.0.0/8"), "loopback"),
+    (netaddr.IPNetwork("224.0.0.0/4"), "multicast"),
+    (netaddr.IPNetwork("0.0.0.0/8"), "'this network' (0.0.0.0/8)"),
+    (netaddr.IPNetwork("240.0.0.0/4"), "reserved (240.0.0.0/4)"),
+)
+
+
+def _unusable(net: Any, path: tuple[Any, ...]) -> Iterator[Finding]:
+    for special, what in UNUSABLE:
+        if net.first <= special.last and special.first <= net.last:
+            yield Finding(
+                "network-range",
+                f"{net} is in the {what} range {special}: hosts cannot use addresses there",
+                path,
+                hint="use a private range: 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16",
+            )
+            return
 
 
 def _overlaps(parsed: dict[str, Any]) -> Iterator[Finding]:

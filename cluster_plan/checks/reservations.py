@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.checks.hints import missing
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
@@ -63,13 +63,8 @@ def check_reservations(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         yield from _references(plan, nodes, name, reservation)
         yield from _compute_nodes(plan, nodes, name, reservation)
         window = _window(plan, nodes, name, reservation)
-        if window is None:
-            yield Finding(
-                "format",
-                f"start {reservation['start']!r} is not an ISO 8601 time",
-                ("scheduler", "reservations", name, "start"),
-                hint='e.g. "2027-01-05T02:00:00"',
-            )
+        if isinstance(window, Finding):
+            yield window
             continue
         if window.end <= now and not window.flags & RECURRING_FLAGS:
             yield Finding(
@@ -100,14 +95,33 @@ def _hosts(plan: Plan, nodes: list[Node], reservation: dict[str, Any]) -> set[st
     return {n.name for n in nodes if n.group in groups} | set(reservation.get("nodes") or [])
 
 
-def _window(plan: Plan, nodes: list[Node], name: str, reservation: dict[str, Any]) -> Window | None:
+def _window(
+    plan: Plan, nodes: list[Node], name: str, reservation: dict[str, Any]
+) -> Window | Finding:
+    """The reservation's span of time, or the finding that says why it has none."""
+    path = ("scheduler", "reservations", name)
     try:
         start = datetime.fromisoformat(reservation["start"])
     except ValueError:
-        return None
+        return Finding(
+            "format",
+            f"start {reservation['start']!r} is not an ISO 8601 time",
+            (*path, "start"),
+            hint='e.g. "2027-01-05T02:00:00"',
+        )
     if start.tzinfo is None:
         start = start.replace(tzinfo=_cluster_zone(plan))
-    end = start + timedelta(minutes=reservation["duration_minutes"])
+    try:  # Python's datetime holds the years 1 to 9999 (in UTC too)
+        end = start + timedelta(minutes=reservation["duration_minutes"])
+        start.astimezone(UTC), end.astimezone(UTC)
+    except OverflowError:
+        return Finding(
+            "range",
+            f"reservation {name} starting {reservation['start']!r} for "
+            f"{reservation['duration_minutes']} minutes does not fit in the years 1 to 9999",
+            (*path, "duration_minutes"),
+            hint='give a start and a duration within the calendar, e.g. "2027-01-05T02:00:00"',
+        )
     flags = frozenset(reservation.get("flags") or [])
     return Window(name, start, end, frozenset(_hosts(plan, nodes, reservation)), flags)
 
@@ -136,7 +150,7 @@ def _compute_nodes(
     outside = [h for h in named if "slurm_compute" not in known[h].roles]
     if not outside:
         return
-    shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
+    shown = first_names(outside)
     rest = "nothing is reserved" if len(outside) == len(named) else "they are left out"
     yield Finding(
         "reservation-not-compute",

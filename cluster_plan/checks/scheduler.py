@@ -101,6 +101,7 @@ class _SharedMount:
     mounted_by: Callable[[Node], bool]
     where: tuple[str | int, ...]
     hint: str
+    server: str | None = None  # an NFS export's server, which does not mount it
 
     def holds(self, path: str) -> bool:
         return path == self.mount or path.startswith(self.mount.rstrip("/") + "/")
@@ -128,6 +129,7 @@ def _shared_mounts(plan: Plan) -> Iterator[_SharedMount]:
             _nfs_client(export.get("network"), nfs.get("server")),
             ("storage", "nfs", "exports", i, "network"),
             "serve the export on a network the controllers are on, from a host that is not one",
+            server=nfs.get("server"),
         )
 
 
@@ -146,27 +148,22 @@ def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Itera
     state = (scheduler.get("slurm") or {}).get("state_save") or "/var/lib/slurm/slurmctld"
     shares = list(_shared_mounts(plan))
     holding = max((m for m in shares if m.holds(state)), key=lambda m: len(m.mount), default=None)
+    controllers = [n for n in nodes if "slurm_controller" in n.roles]
     if holding is None:
-        mounts = ", ".join(m.mount for m in shares)
         yield Finding(
             "ha-state-not-shared",
             "two slurm_controller hosts (an HA pair) need StateSaveLocation on shared storage; "
             f"state_save {state} is on no file system the plan shares",
             ("scheduler", "slurm", "state_save"),
-            hint=(
-                f"put state_save under a shared mount ({mounts})"
-                if shares
-                else "add storage.ceph.cephfs (or an NFS export) and put state_save under its "
-                "mount, or keep one controller"
-            ),
+            hint=_unshared_hint(shares, controllers),
         )
         return
-    apart = [n.name for n in nodes if "slurm_controller" in n.roles and not holding.mounted_by(n)]
+    apart = [n.name for n in controllers if not holding.mounted_by(n)]
     if apart:
         yield Finding(
             "ha-state-not-shared",
             f"controller(s) {', '.join(apart)} do not mount {holding.what} ({holding.mount}) "
-            f"holding state_save {state}",
+            f"holding state_save {state}" + _server_note(holding, apart),
             holding.where,
             hint=holding.hint,
         )
@@ -206,6 +203,34 @@ def _ha_single_points(plan: Plan, holding: _SharedMount, nodes: list[Node]) -> I
             hint=f"give {', '.join(lost)} to another node group too (e.g. {backup.group}'s), "
             "so that a standby runs away from the primary",
         )
+
+
+def _server_note(share: _SharedMount, apart: list[str]) -> str:
+    if share.server in apart:
+        return f"; {share.server} is its NFS server, which does not mount its own export"
+    return ""
+
+
+def _unshared_hint(shares: list[_SharedMount], controllers: list[Node]) -> str:
+    """Point only at mounts that every controller has: a mount one of them lacks (an NFS
+    export served by a controller itself) would only move the finding."""
+    usable = [m.mount for m in shares if all(m.mounted_by(n) for n in controllers)]
+    if usable:
+        return f"put state_save under a mount both controllers have ({', '.join(usable)})"
+    if not shares:
+        return (
+            "add storage.ceph.cephfs (or an NFS export) and put state_save under its mount, "
+            "or keep one controller"
+        )
+    reasons = []
+    for share in shares:
+        apart = [n.name for n in controllers if not share.mounted_by(n)]
+        reasons.append(f"{share.mount}: not on {', '.join(apart)}" + _server_note(share, apart))
+    return (
+        f"no shared mount is on both controllers ({'; '.join(reasons)}): add slurm_controller "
+        "to storage.ceph.cephfs.clients, or serve an NFS export from a host that is not a "
+        "controller, and put state_save under its mount"
+    )
 
 
 def _counts_in_doubt(plan: Plan, nodes: list[Node], role: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
@@ -20,7 +20,7 @@ def _idle_servers(servers: list[Node], chosen: Node, role: str, key: str) -> Ite
     per group: the chosen host's group mates carry the role as well, and that is fine.)"""
     idle = [n for n in servers if n.group != chosen.group]
     if idle:
-        shown = ", ".join(n.name for n in idle[:3]) + (", ..." if len(idle) > 3 else "")
+        shown = first_names([n.name for n in idle])
         yield Finding(
             "nothing-to-serve",
             f"{shown} {'has' if len(idle) == 1 else 'have'} the role {role}, but {key} is "
@@ -129,36 +129,3 @@ def check_backups(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             hint=f"give hardware {target.hardware} (or node {target.name}) a disk with "
             "use: backup, or suppress with a reason",
         )
-
-
-def _paths(plan: Plan) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    storage = plan.get("storage") or {}
-    scratch = (storage.get("local") or {}).get("scratch")
-    if scratch is not None:
-        yield ("storage", "local", "scratch"), scratch
-    for i, export in enumerate((storage.get("nfs") or {}).get("exports") or []):
-        for key in ("path", "mount"):
-            if key in export:
-                yield ("storage", "nfs", "exports", i, key), export[key]
-    backups = plan.get("backups") or {}
-    if backups:
-        yield ("backups", "target", "path"), backups["target"]["path"]
-    for i, source in enumerate(backups.get("sources") or []):
-        yield ("backups", "sources", i), source
-    datasets = (plan.get("scheduler") or {}).get("datasets") or {}
-    for name, dataset in datasets.items():
-        if "path" in dataset:
-            yield ("scheduler", "datasets", name, "path"), dataset["path"]
-
-
-def check_paths(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
-    """Directories on the nodes are absolute: a relative one would depend on where a service
-    happens to start."""
-    for path, value in _paths(plan):
-        if isinstance(value, str) and not value.startswith("/"):
-            yield Finding(
-                "path-not-absolute",
-                f"{value!r} is not an absolute path",
-                path,
-                hint=f"e.g. /{value.lstrip('./')}",
-            )

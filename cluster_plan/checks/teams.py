@@ -8,16 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from cluster_plan.catalog import load_catalog
+from cluster_plan.checks.accounts import SYSTEM_USERS
 from cluster_plan.checks.base import Plan
 from cluster_plan.checks.hints import missing
 from cluster_plan.checks.workload import SLURM_TIME
 from cluster_plan.findings import Finding
 from cluster_plan.nodes import Node
 
-# Accounts the OS and this project's roles create: a plan user of that name would take it over.
-SYSTEM_USERS = frozenset(
-    {"root", "daemon", "bin", "sys", "nobody", "sshd", "slurm", "munge", "mysql", "ceph", "_apt"}
-)
 COMPUTE_ROLES = frozenset({"slurm_compute", "k8s_worker"})
 PERIOD_HOURS = {"daily": 24, "weekly": 168, "monthly": 744, "quarterly": 2208, "yearly": 8784}
 

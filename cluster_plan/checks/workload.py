@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cluster_plan.catalog import load_catalog
-from cluster_plan.checks.base import Plan
+from cluster_plan.checks.base import Plan, first_names
 from cluster_plan.checks.hints import missing
 from cluster_plan.checks.references import declared_racks
 from cluster_plan.findings import Finding
@@ -260,7 +260,7 @@ def _unreachable_dataset(
     if not there:
         what = f"{where}, which hold{'s' if len(held) == 1 else ''} no nodes"
     else:
-        shown = ", ".join(there[:3]) + (", ..." if len(there) > 3 else "")
+        shown = first_names(there)
         what = f"{where}, whose nodes ({shown}) are not in the {target}"
     return Finding(
         "dataset-unreachable",

@@ -21,9 +21,11 @@ EXTENSIONS = (
     ("lab", "cluster_plan.lab.command"),
     ("report", "cluster_plan.acceptance.command"),
     ("k8s", "cluster_plan.kubernetes.command"),
+    ("monitoring", "cluster_plan.monitoring.command"),
     ("drift", "cluster_plan.drift.command"),
     ("backup", "cluster_plan.backup.command"),
     ("usage", "cluster_plan.usage.command"),
+    ("exporter", "cluster_plan.exporters.command"),
 )
 
 

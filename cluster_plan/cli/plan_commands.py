@@ -1,4 +1,4 @@
-"""The plan subcommands: validate, lock, expand, diff, graph, audit.
+"""The plan subcommands: validate, lock, expand, diff, graph, audit, capacity.
 
 Each handler returns an exit status or raises (cluster_plan.cli.policy maps what it raises);
 what it prints goes through the reporter that `--format` chose.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cluster_plan.cli.policy import CheckFailed, Exit, Refused, UsageError, exit_for
 from cluster_plan.cli.reporters import FileReport
-from cluster_plan.findings import Finding
+from cluster_plan.findings import Finding, PlanError, errors
 from cluster_plan.lockfile import lock_path_for
 from cluster_plan.validate import validate_file
 
@@ -42,7 +42,7 @@ def cmd_lock(args: argparse.Namespace) -> Exit:
     )
     hosts = {h for net in outcome.lock["networks"].values() for h in net["hosts"]}
     if args.check:
-        if outcome.changed:
+        if outcome.out_of_date:
             raise CheckFailed(f"{path}: out of date; run `cluster-plan lock {args.plan}`")
         verb = "up to date"
     else:
@@ -91,10 +91,14 @@ def cmd_diff(args: argparse.Namespace) -> Exit:
 
 
 def cmd_graph(args: argparse.Namespace) -> Exit:
-    from cluster_plan.api import load_expanded
+    from cluster_plan.api import expand_validation
+    from cluster_plan.capacity import capacity_model
     from cluster_plan.graph import render_svg
 
-    svg = render_svg(load_expanded(args.plan))
+    result = validate_file(args.plan)
+    expanded = expand_validation(result)
+    racks = capacity_model(result.plan, result.nodes)["racks"]
+    svg = render_svg(expanded, {r["rack"]: r for r in racks})
     if args.output:
         Path(args.output).write_text(svg)
         args.reporter.note(f"wrote {args.output}")
@@ -110,6 +114,24 @@ def cmd_audit(args: argparse.Namespace) -> Exit:
     report = audit(load_expanded(args.plan))
     args.reporter.result(report, lambda: render_audit(report))
     return Exit.FAILED if report["problems"] else Exit.OK
+
+
+def cmd_capacity(args: argparse.Namespace) -> Exit:
+    from cluster_plan.capacity import capacity_model
+    from cluster_plan.capacity_report import render_html, render_text
+
+    # No lock needed: the figures need nodes and racks, not addresses (a lock, when there is
+    # one, still says where each host stands).
+    result = validate_file(args.plan, check_lock=False)
+    if not result.ok:
+        raise PlanError(errors(result.findings), result.doc.source_lines)
+    model = capacity_model(result.plan, result.nodes, result.findings)
+    if args.html:
+        Path(args.html).write_text(render_html(model))
+        args.reporter.note(f"wrote {args.html}")
+    args.reporter.result(model, lambda: render_text(model))
+    args.reporter.warnings(result.findings, result.doc.file, result.doc.source_lines)
+    return Exit.OK
 
 
 def _add_format(parser: argparse.ArgumentParser, *choices: str) -> None:
@@ -169,6 +191,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("plan", metavar="PLAN")
     p.add_argument("-o", "--output", help="write the SVG here (default: standard output)")
     p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser(
+        "capacity",
+        help="GPUs, memory, throughput and power per pool; draw against budgets per rack; "
+        "team shares",
+    )
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("--html", metavar="OUT", help="also write the report as an HTML page here")
+    _add_format(p, "text", "json")
+    p.set_defaults(func=cmd_capacity)
 
     p = sub.add_parser("audit", help="capacity, address use and oversubscription of a plan")
     p.add_argument("plan", metavar="PLAN")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from cluster_plan.findings import Finding, PlanError, errors
+from cluster_plan.input_files import InputError
 
 
 class Exit(enum.IntEnum):
@@ -26,7 +27,16 @@ class Exit(enum.IntEnum):
 
 # Findings that mean "there is no plan to check" rather than "the plan fails a check".
 INPUT_CODES = frozenset(
-    {"file-not-found", "not-a-file", "unreadable", "not-text", "plan-too-large"}
+    {
+        "file-not-found",
+        "not-a-file",
+        "unreadable",
+        "not-text",
+        "plan-too-large",
+        "too-large",
+        "lock-unreadable",
+        "lock-too-new",
+    }
 )
 
 
@@ -84,8 +94,9 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
             _stderr(exc.render())
         return int(exit_for(exc.findings))
     except CommandError as exc:
-        _stderr(f"{_prog(args)}: error: {exc}")
-        return int(exc.exit)
+        return _failed(args, str(exc), exc.exit)
+    except InputError as exc:  # a file named as input is not one (a FIFO, junk, too deep)
+        return _failed(args, str(exc), Exit.USAGE, exc.path)
     except KeyboardInterrupt:
         _stderr("interrupted")
         return int(Exit.INTERRUPTED)
@@ -97,8 +108,20 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
         return int(Exit.OK)
     except OSError as exc:  # a file we were told to write or read: name it, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        _stderr(f"{_prog(args)}: error: {where}{exc.strerror or exc}")
-        return int(Exit.USAGE)
+        file = str(exc.filename) if exc.filename else None
+        return _failed(args, f"{where}{exc.strerror or exc}", Exit.USAGE, file)
+
+
+def _failed(args: Any, message: str, code: Exit, file: str | None = None) -> int:
+    """An error instead of findings: one line for people; under --format json, also the one
+    JSON document on stdout (the reporter writes it, so no command can leave stdout empty)."""
+    line = f"{_prog(args)}: error: {message}"
+    reporter = getattr(args, "reporter", None)
+    if reporter is None:
+        _stderr(line)
+    else:
+        reporter.error(line, {"message": message, "exit": int(code), "file": file})
+    return int(code)
 
 
 def _prog(args: Any) -> str:

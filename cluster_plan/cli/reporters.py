@@ -97,8 +97,19 @@ class TextReporter:
         for text in render_findings(exc.findings, first, exc.source_lines):
             print(text, file=self.err)
 
+    def error(self, line: str, error: dict[str, Any]) -> None:
+        """The command failed with an error, not findings (``error`` is its JSON form)."""
+        print(line, file=self.err)
+
 
 class JsonReporter(TextReporter):
+    """One JSON document on stdout, whatever happens: the result, or the error's envelope
+    ({"status": "error", "error": {...}, "findings": [...]}) when there is no result."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        super().__init__(out, err)
+        self.written = False
+
     def files(self, reports: Sequence[FileReport]) -> None:
         self._dump(
             [
@@ -125,11 +136,23 @@ class JsonReporter(TextReporter):
 
     def plan_error(self, exc: PlanError) -> None:
         super().plan_error(exc)  # people still read why on stderr
-        self._dump({"ok": False, "findings": [f.as_dict() for f in exc.findings]})
+        first = next(iter(errors(exc.findings) or exc.findings), None)
+        message = f"{first.file or '<plan>'}: {first.message}" if first else "the plan failed"
+        self._envelope({"message": message, "file": first.file if first else None},
+                       [f.as_dict() for f in exc.findings])  # fmt: skip
+
+    def error(self, line: str, error: dict[str, Any]) -> None:
+        super().error(line, error)
+        self._envelope(error, [])
+
+    def _envelope(self, error: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+        if not self.written:  # a result printed before the failure is the document
+            self._dump({"status": "error", "ok": False, "error": error, "findings": findings})
 
     def _dump(self, data: Any) -> None:
         json.dump(data, self.out, indent=2)
         print(file=self.out)
+        self.written = True
 
 
 class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]

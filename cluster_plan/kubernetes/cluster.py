@@ -106,7 +106,6 @@ def settings(expanded: Expanded) -> dict[str, Any]:
 
 def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
     """The plan's Kubernetes view; PlanError lists every reason it cannot be one."""
-    findings: list[Finding] = []
     scheduler = expanded.get("scheduler") or {}
     if scheduler.get("type") != "kubernetes":
         raise PlanError(
@@ -118,37 +117,17 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
                 )
             ]
         )
-    k8s = settings(expanded)
-    the_release = _release(k8s, findings)
-    if k8s["container_runtime"] != "containerd":
-        findings.append(
-            Finding(
-                "unsupported-runtime",
-                f"container runtime {k8s['container_runtime']} is not supported; use containerd",
-                (*_K8S, "container_runtime"),
-            )
-        )
-    hosts = expanded["hosts"]
-    nodes = tuple(
-        h for h, s in hosts.items() if {"k8s_control_plane", "k8s_worker"} & set(s["roles"])
-    )
-    control_planes = tuple(h for h in nodes if "k8s_control_plane" in hosts[h]["roles"])
-    if not control_planes:
-        findings.append(
-            Finding("control-plane-count", "no node has the role k8s_control_plane", _K8S)
-        )
-    network = str(k8s["node_network"])
-    findings += _node_network(expanded, network, nodes)
-    vip = k8s["api_vip"]
-    findings += _api_vip(expanded, vip, control_planes)
-    classes = _classes(expanded, nodes)
-    findings += _names(expanded, classes)
-    if findings or the_release is None:
+    findings = refusals(expanded)
+    if findings:
         raise PlanError(findings)
+    k8s = settings(expanded)
+    nodes, control_planes = _members(expanded)
+    classes = _classes(expanded, nodes)
+    vip = k8s["api_vip"]
     return KubernetesPlan(
         expanded=expanded,
-        release=the_release,
-        node_network=network,
+        release=release(str(k8s["version"])),
+        node_network=str(k8s["node_network"]),
         pod_cidr=str(k8s["pod_cidr"]),  # checked against every plan network by validate
         service_cidr=str(k8s["service_cidr"]),
         encapsulation=str(k8s["encapsulation"]),
@@ -159,6 +138,109 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         api_vip=str(vip) if vip else None,
         gpu_sharing=dict(k8s["gpu_sharing"]),
     )
+
+
+def refusals(view: Expanded) -> list[Finding]:
+    """Every reason a Kubernetes plan cannot become a cluster. `view` is the expanded plan, or
+    (validate's checks) the plan with defaults and, per host, its roles, pool and interfaces
+    keyed by network, without addresses: so validate and render state these rules once."""
+    findings: list[Finding] = []
+    k8s = settings(view)
+    _release(k8s, findings)
+    if k8s.get("container_runtime", "containerd") != "containerd":
+        findings.append(
+            Finding(
+                "unsupported-runtime",
+                f"container runtime {k8s['container_runtime']} is not supported; use containerd",
+                (*_K8S, "container_runtime"),
+            )
+        )
+    nodes, control_planes = _members(view)
+    if not control_planes:
+        findings.append(
+            Finding("control-plane-count", "no node has the role k8s_control_plane", _K8S)
+        )
+    network = str(k8s.get("node_network"))
+    findings += _node_network(view, network, nodes)
+    findings += _pod_mtu(view, network, str(k8s.get("encapsulation", "ipip")))
+    findings += _api_vip(view, k8s.get("api_vip"), control_planes)
+    findings += _cidr_sizes(k8s, len(nodes))
+    findings += _names(view, _classes(view, nodes))
+    return findings
+
+
+def _members(view: Expanded) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every Kubernetes node, the control planes), in host order."""
+    hosts = view["hosts"]
+    nodes = tuple(
+        h for h, s in hosts.items() if {"k8s_control_plane", "k8s_worker"} & set(s["roles"])
+    )
+    return nodes, tuple(h for h in nodes if "k8s_control_plane" in hosts[h]["roles"])
+
+
+def _pod_mtu(view: Expanded, network: str, encapsulation: str) -> list[Finding]:
+    """Pods get the node network's MTU less the encapsulation's; IPv6 needs 1280 of it."""
+    from cluster_plan.kubernetes.cni import pod_mtu  # cni builds on this module
+
+    spec = view["networks"].get(network)
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("mtu"), int):
+        return []  # an unknown network is reported by _node_network
+    try:
+        pod_mtu(spec["mtu"], encapsulation)
+    except ValueError as exc:
+        return [
+            Finding(
+                "pod-mtu",
+                f"node network {network}: {exc}",
+                (*_K8S, "encapsulation"),
+                hint=f"raise networks.{network}.mtu, or use encapsulation: none (routed)",
+            )
+        ]
+    return []
+
+
+# kube-controller-manager gives every node a /24 of the pod network (kubeadm's
+# node-cidr-mask-size); kubeadm puts the cluster DNS at the 10th address of the service
+# network, and kube-apiserver refuses a service network larger than /12.
+NODE_POD_PREFIX = 24
+MAX_SERVICE_PREFIX = 28
+MIN_SERVICE_PREFIX = 12
+
+
+def _cidr_sizes(k8s: Mapping[str, Any], node_count: int) -> list[Finding]:
+    findings = []
+    try:
+        pods = netaddr.IPNetwork(str(k8s.get("pod_cidr")))
+        services = netaddr.IPNetwork(str(k8s.get("service_cidr")))
+    except (netaddr.AddrFormatError, ValueError, TypeError):
+        return []  # reported by validate's network checks
+    room = 2 ** (NODE_POD_PREFIX - pods.prefixlen) if pods.prefixlen < NODE_POD_PREFIX else 0
+    if room < max(node_count, 1):
+        findings.append(
+            Finding(
+                "pod-cidr-size",
+                f"pod_cidr {pods} holds {room} /{NODE_POD_PREFIX} node range(s) for "
+                f"{node_count} Kubernetes node(s): each node gets a /{NODE_POD_PREFIX} of it",
+                (*_K8S, "pod_cidr"),
+                hint=f"use a /{_prefix_for(node_count)} or larger",
+            )
+        )
+    if not MIN_SERVICE_PREFIX <= services.prefixlen <= MAX_SERVICE_PREFIX:
+        findings.append(
+            Finding(
+                "service-cidr-size",
+                f"service_cidr {services} is a /{services.prefixlen}: kube-apiserver takes "
+                f"/{MIN_SERVICE_PREFIX} to /{MAX_SERVICE_PREFIX} (the cluster DNS is its "
+                "10th address)",
+                (*_K8S, "service_cidr"),
+                hint="e.g. 10.96.0.0/12, the default",
+            )
+        )
+    return findings
+
+
+def _prefix_for(node_count: int) -> int:
+    return NODE_POD_PREFIX - max(node_count - 1, 1).bit_length()
 
 
 def _release(k8s: dict[str, Any], findings: list[Finding]) -> Release | None:
@@ -219,10 +301,11 @@ def _api_vip(expanded: Expanded, vip: Any, control_planes: tuple[str, ...]) -> l
         address = netaddr.IPAddress(str(vip))
     except (netaddr.AddrFormatError, ValueError):
         return [Finding("network-address", f"api_vip {vip} is not an IP address", path)]
-    taken = {
+    taken = {  # validate's view has no addresses yet: a reserved VIP is no host's anyway
         iface["address"]: host
         for host, spec in expanded["hosts"].items()
         for iface in spec["interfaces"].values()
+        if iface.get("address")
     }
     if str(address) in taken:
         return [Finding("address-in-use", f"api_vip {vip} is {taken[str(address)]}'s", path)]

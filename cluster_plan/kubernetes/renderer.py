@@ -33,6 +33,7 @@ from cluster_plan.kubernetes.reservations import reservation_windows
 from cluster_plan.kubernetes.routing import priority_classes, routing_table
 from cluster_plan.kubernetes.teams import team_objects
 from cluster_plan.kubernetes.vip import static_pods
+from cluster_plan.rendered import write_tree
 
 Document = dict[str, Any]
 
@@ -112,21 +113,6 @@ def files(rendering: Rendering) -> dict[str, str]:
 
 
 def write(rendering: Rendering, directory: Path) -> list[Path]:
-    """Write the files under `directory`; files of an earlier rendering that this one no
+    """Write the files under `directory`; YAML files of an earlier rendering that this one no
     longer has (a removed node) are deleted, so the directory is exactly this rendering."""
-    wanted = files(rendering)
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in sorted(directory.rglob("*.yaml")):
-        if str(old.relative_to(directory)) not in wanted:
-            old.unlink()
-    written = []
-    for rel, text in wanted.items():
-        path = directory / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-        written.append(path)
-    for folder in sorted((p for p in directory.rglob("*") if p.is_dir()), reverse=True):
-        if not any(folder.iterdir()):
-            folder.rmdir()
-    return written
+    return write_tree(files(rendering), directory, prune="*.yaml")

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,19 +61,35 @@ def vault_view(path: Path) -> str:
 
 
 def playbook(
-    plan: Path, playbooks: list[str], *extra: str, timeout: float = CONVERGE_TIMEOUT_S
+    plan: Path,
+    playbooks: list[str],
+    *extra: str,
+    timeout: float = CONVERGE_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[subprocess.Popen[str]], None] | None = None,
 ) -> Run:
-    """ansible-playbook -i PLAN EXTRA PLAYBOOKS, from the repository root."""
+    """ansible-playbook -i PLAN EXTRA PLAYBOOKS, from the repository root. `env` is the
+    environment (ansible_env() of this moment by default); `on_start` receives the process
+    (a caller in another thread keeps it to stop the run)."""
     started = time.monotonic()
-    result = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *playbooks],
+    argv = [str(BIN / "ansible-playbook"), "-i", str(plan), *extra, *playbooks]
+    with subprocess.Popen(
+        argv,
         cwd=REPO,
-        env=ansible_env(),
-        capture_output=True,
+        env=ansible_env() if env is None else env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
+    ) as proc:
+        if on_start is not None:
+            on_start(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    result = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     return Run(result, time.monotonic() - started)
 
 

@@ -10,7 +10,9 @@ exported so that Ansible run by tests reaches this lab through the inventory plu
 
 `converged_lab` runs site.yml three times on the session lab (the converge; the idempotence
 run, every stage in full and verbose; a re-run through the stage gate, as a user's re-run
-is) and hands every test the runs. Tests marked `lab_changes` change the
+is) and hands every test the runs. Those runs start in the background as soon as the lab
+tests that need no converge are done, while the tests that need no lab run
+(`converge_in_background`). Tests marked `lab_changes` change the
 shared lab (faults, growth) and restore it; they run after every other test of the session.
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
 is (no session lab, no converge; tests reading the converge output skip): quick iterations.
@@ -24,8 +26,9 @@ import secrets
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +38,7 @@ import pytest
 
 from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
-from cluster_plan.lab.converge import Run, playbook
+from cluster_plan.lab.converge import Run, ansible_env, playbook
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef
 
@@ -66,13 +69,21 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def missing_prerequisites() -> list[str]:
+    """What this machine lacks to run the lab, in words; empty when it can."""
+    missing = [] if os.geteuid() == 0 else ["root (namespaces, bridges, mounts)"]
+    tools = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if tools:
+        missing.append(f"host tools {', '.join(tools)} (make apt-deps)")
+    return missing
+
+
 def skip_unless_lab_machine() -> None:
-    """Skip (with the reason) where the lab cannot run: not root, or tools missing."""
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root (namespaces, bridges, mounts)")
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    """Skip (with the reason) where the lab cannot run: not root, or tools missing. Under CI
+    and `make test` the session never gets here: tests/support/lab_gate.py stops it first."""
+    missing = missing_prerequisites()
     if missing:
-        pytest.skip(f"the lab needs these host tools: {', '.join(missing)} (make apt-deps)")
+        pytest.skip(f"the lab needs {'; '.join(missing)}")
 
 
 @dataclass
@@ -197,24 +208,70 @@ def lab() -> Iterator[Lab]:
                 signal.signal(signal.SIGTERM, previous)
 
 
+EXTENDED_ENV = "CLUSTER_PLAN_LAB_EXTENDED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lab_changes: changes the shared lab and restores it; runs after the others"
     )
+    config.addinivalue_line(
+        "markers",
+        f"lab_extended: a long lab proof run by `make test-extended` ({EXTENDED_ENV}=1), "
+        "not by `make test` (CI's time limit); docs/lab.md lists them",
+    )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests of the bare lab first (they restart nodes and inject faults, as a lab user
-    would, before any role has set a node up), then the tests of the converged lab, then the
-    tests that change the shared lab, in their own order (a stable sort: within each part the
-    tests keep their order)."""
+def extended(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items to run: the `lab_extended` ones only when asked for, the others deselected
+    in pytest's own way (counted as deselected, and named at the end of the run)."""
+    if os.environ.get(EXTENDED_ENV) == "1":
+        return items
+    left_out = [item for item in items if item.get_closest_marker("lab_extended") is not None]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+    return [item for item in items if item.get_closest_marker("lab_extended") is None]
+
+
+_LEFT_OUT = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left_out = terminalreporter.config.stash.get(_LEFT_OUT, [])
+    if left_out:
+        terminalreporter.write_line(
+            f"lab proofs not run by this session ({len(left_out)}; `make test-extended` or "
+            f"{EXTENDED_ENV}=1 runs them): " + ", ".join(n.split("::")[-1] for n in left_out)
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Lab tests that need no converge first: the bare session lab's (they restart nodes and
+    inject faults, as a lab user would, before any role has set a node up) and those of labs
+    of their own; then the tests that need no lab, while the session lab converges in the
+    background (see `converge_in_background`); then the tests of the converged lab; then
+    the tests that change the shared lab. A stable sort: within each part the tests keep
+    their order."""
 
     def part(item: pytest.Item) -> int:
         if item.get_closest_marker("lab_changes") is not None:
+            return 3
+        if "converged_lab" in getattr(item, "fixturenames", ()):
             return 2
-        return 1 if "converged_lab" in getattr(item, "fixturenames", ()) else 0
+        return 0 if item.get_closest_marker("lab") is not None else 1
 
+    items[:] = extended(config, items)
     items.sort(key=part)
+    if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" or missing_prerequisites():
+        return
+    if not any(part(item) >= 2 for item in items):
+        return
+    # The first test that needs no lab starts the converge; with none, the first converged one.
+    first = next(item for item in items if part(item) >= 1)
+    names = getattr(first, "fixturenames", None)
+    if isinstance(names, list) and "converge_in_background" not in names:
+        names.insert(0, "converge_in_background")
 
 
 @dataclass
@@ -246,15 +303,94 @@ class Converged:
         return self.first, self.second
 
 
+Runs = tuple[Run, Run | None, Run | None]
 _CONVERGED: list[Converged] = []
 PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
 # Every stage in full, whatever the stage gate of site.yml finds (playbooks/tasks/stage_gate.yml).
 FULL_RUN = ("-e", "site_converge_when=always")
 
 
+def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]], None]) -> Runs:
+    """site.yml three times on the session lab: the converge; every stage in full and
+    verbose (the roles' own idempotence, no stage skipped by the stage gate; verbose on
+    purpose: secrets must stay hidden even then); straight after, before any test touches
+    the lab, a re-run where nothing changed, through the stage gate as a user's re-run is."""
+    first = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
+    second = None
+    if first.ok:
+        second = playbook(LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN, env=env, on_start=on_start)
+    gated = None
+    if second is not None and second.ok:
+        gated = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
+    return first, second, gated
+
+
+class BackgroundConverge:
+    """The session's converge in a thread of its own, started once the lab tests that need no
+    converge are done, while the tests that need no lab run: those are CPU work, the converge
+    waits on its nodes' daemons much of the time, and together they take less wall time on
+    two cores than one after the other. The thread only waits on ansible-playbook processes;
+    the environment is taken once, when it starts, so a test's monkeypatch cannot reach it."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.runs: Runs | None = None
+        self.error: BaseException | None = None
+        self.process: subprocess.Popen[str] | None = None
+        self.stopped = False
+        env = ansible_env()
+        self.thread = threading.Thread(target=self._run, args=(env,), daemon=True)
+        self.thread.start()
+
+    def _keep(self, proc: subprocess.Popen[str]) -> None:
+        self.process = proc
+        if self.stopped:
+            proc.kill()
+
+    def _run(self, env: dict[str, str]) -> None:
+        try:
+            self.runs = converge_runs(env, self._keep)
+        except BaseException as error:  # handed to the converged_lab fixture, raised there
+            self.error = error
+
+    def wait(self) -> Runs:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.runs is not None
+        return self.runs
+
+    def stop(self) -> None:
+        """The session ends before the converge did (Ctrl-C, a CI timeout): stop its run."""
+        self.stopped = True
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self.thread.join(timeout=60)
+
+
+_BACKGROUND: list[BackgroundConverge] = []
+
+
+@pytest.fixture(scope="session")
+def converge_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Starts the session lab's converge (collection puts this fixture on the first test that
+    needs no lab). Where the lab cannot be had, nothing starts: `converged_lab` meets the same
+    failure itself, on a test that needs it."""
+    try:
+        request.getfixturevalue("lab")
+    except (Exception, pytest.skip.Exception):
+        yield
+        return
+    _BACKGROUND.append(BackgroundConverge())
+    try:
+        yield
+    finally:
+        _BACKGROUND.pop().stop()
+
+
 @pytest.fixture(scope="session")
 def converged_lab(request: pytest.FixtureRequest) -> Converged:
-    """site.yml converged once per session on the session lab, and run a second time."""
+    """site.yml converged once per session on the session lab, and run twice more."""
     if _CONVERGED:
         return _CONVERGED[0]
     from cluster_plan.api import load_expanded
@@ -268,13 +404,17 @@ def converged_lab(request: pytest.FixtureRequest) -> Converged:
         _CONVERGED.append(Converged(LAB_PLAN, expanded, None, None))
         return _CONVERGED[0]
     request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
-    first = playbook(LAB_PLAN, PLAYBOOKS)
-    # The second run is every role in full (no stage skipped by the stage gate: the roles'
-    # own idempotence is what it proves), and verbose on purpose: secrets must stay hidden
-    # even then.
-    second = playbook(LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN) if first.ok else None
-    # Straight after, before any test touches the lab: a re-run where nothing changed.
-    gated = playbook(LAB_PLAN, PLAYBOOKS) if second is not None and second.ok else None
+    if _BACKGROUND:
+        background, waited = _BACKGROUND[0], time.monotonic()
+        first, second, gated = background.wait()
+        print(
+            f"\nsite.yml ran in the background for {time.monotonic() - background.started:.0f}s"
+            f" while the tests that need no lab ran; the converged lab's tests waited"
+            f" {time.monotonic() - waited:.0f}s for it",
+            end="",
+        )
+    else:
+        first, second, gated = converge_runs(ansible_env(), lambda _proc: None)
     print(f"\nsite.yml on the session lab: converge {first.seconds:.0f}s", end="")
     if second is not None:
         print(f", idempotence run {second.seconds:.0f}s", end="")

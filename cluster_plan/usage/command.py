@@ -15,6 +15,7 @@ from typing import Any
 
 from cluster_plan.cli.policy import CheckFailed, Exit, UsageError
 from cluster_plan.contract import ExpandedPlan
+from cluster_plan.input_files import read_text
 from cluster_plan.usage.report import (
     parse_sacct,
     period_start,
@@ -71,13 +72,13 @@ def _since(args: argparse.Namespace, expanded: ExpandedPlan) -> str:
     return (start or dt.date(1970, 1, 1)).isoformat()
 
 
+MAX_SACCT_BYTES = 1024 * 1024 * 1024  # a year of a busy cluster's job records
+
+
 def _read_source(source: Path) -> str:
     if str(source) == "-":
         return sys.stdin.read()
-    try:
-        return source.read_text()
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{source}: not text") from exc
+    return read_text(source, MAX_SACCT_BYTES)  # InputError: a FIFO, binary data, too large
 
 
 def _ask_cluster(args: argparse.Namespace, expanded: ExpandedPlan, since: str) -> str:

@@ -53,6 +53,20 @@ def _tres(text: str) -> dict[str, float]:
     return out
 
 
+def _is_record(fields: list[str]) -> bool:
+    """Six fields, a job id and a state, and the elapsed seconds as ASCII digits (a day of
+    seconds has 5; 18 digits is more than any job ran)."""
+    if len(fields) != len(SACCT_FIELDS):
+        return False
+    elapsed = fields[4]
+    return (
+        bool(fields[0].strip() and fields[3].split())
+        and elapsed.isascii()
+        and elapsed.isdigit()
+        and len(elapsed) <= 18
+    )
+
+
 def parse_sacct(text: str) -> list[Job]:
     """sacct's parsable output (SACCT_FIELDS, no header) -> jobs; malformed lines are an error
     naming the line."""
@@ -61,7 +75,7 @@ def parse_sacct(text: str) -> list[Job]:
         if not line.strip():
             continue
         fields = line.split("|")
-        if len(fields) != len(SACCT_FIELDS) or not fields[4].isdigit():
+        if not _is_record(fields):
             raise ValueError(f"line {number} is not a sacct record ({'|'.join(SACCT_FIELDS)}): "
                              f"{line[:120]!r}")  # fmt: skip
         job_id, account, user, state, elapsed, tres = fields

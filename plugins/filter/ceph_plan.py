@@ -10,7 +10,15 @@ unit-tested offline (tests/roles/test_ceph_plan.py).
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Any
+
+try:
+    from cluster_plan.host_values import in_grammar
+except ImportError:  # run from a checkout where the package is not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from cluster_plan.host_values import in_grammar
 
 Host = dict[str, Any]
 Plan = dict[str, Any]
@@ -139,7 +147,7 @@ def ceph_crush_location(plan: Plan, host: Host) -> str:
     parts = ["root=default"]
     row = (racks.get(rack) or {}).get("row") if rack else None
     if row and _ceph(plan).get("failure_domain") == "row":
-        parts.append(f"row={row}")
+        parts.append(f"row={in_grammar(row, 'bucket')}")  # ceph.conf: one line, one word
     if rack:
         parts.append(f"rack={rack}")
     parts.append(f"host={host['hostname']}")

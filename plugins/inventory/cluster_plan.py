@@ -90,6 +90,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
     def verify_file(self, path: str) -> bool:
         if not super().verify_file(path) or not path.endswith((".yml", ".yaml")):
             return False
+        if not os.path.isfile(path):  # a FIFO would block the read below for ever
+            return False
         try:
             with open(path, "rb") as handle:
                 head = handle.read(65536)
@@ -184,13 +186,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 "ansible_host": host["address"],
             }
             self._set_composite_vars(compose, variables, name, strict=strict)
-            # the data itself, not the host's inventory variables (templates over the lookup)
+            # groups and keyed_groups see what compose made, as with Ansible's `constructed`;
+            # and the data itself, not the host's inventory variables (templates over the
+            # lookup)
+            variables.update(self._composed(compose, name))
             self._add_host_to_composed_groups(
                 groups, variables, name, strict=strict, fetch_hostvars=False
             )
             self._add_host_to_keyed_groups(
                 keyed, variables, name, strict=strict, fetch_hostvars=False
             )
+
+    def _composed(self, compose: dict[str, Any] | None, name: str) -> dict[str, Any]:
+        """The variables compose set on the host (one it could not template is not set)."""
+        host_vars = self.inventory.get_host(name).get_vars()
+        return {key: host_vars[key] for key in compose or {} if key in host_vars}
 
     @staticmethod
     def _connection_vars(expanded: dict[str, Any], path: str) -> dict[str, Any]:

@@ -104,7 +104,6 @@ def test_acceptance_command_usage_errors(tmp_path: Path, capsys: pytest.CaptureF
 def test_acceptance_in_a_lab_that_is_not_up(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             expanded_lab: dict[str, Any],
                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    pytest.importorskip("cluster_plan.lab")
     monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", "no-such-lab-here")
     path = tmp_path / "e.json"
     path.write_text(json.dumps(expanded_lab))

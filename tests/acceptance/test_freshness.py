@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.acceptance.freshness import decide, inputs_fingerprint
+from cluster_plan.acceptance.freshness import FORCE_HINT, decide, inputs_fingerprint
 from cluster_plan.acceptance.runner import PHASES
 from cluster_plan.acceptance.spec import spec_from_expanded
 
@@ -68,12 +68,15 @@ def test_decide(
     assert reason in decision.reason
 
 
-def acceptance(expanded: Path, out: Path, *extra: str, prefix: str = "env") -> Any:
+def acceptance(
+    expanded: Path, out: Path, *extra: str, prefix: str = "env", when: str = "changed"
+) -> Any:
+    gate = ["--when", when] if when else []  # "": the CLI's own default
     return subprocess.run(
         [sys.executable, "-m", "cluster_plan.cli", "acceptance", "unused.yml",
          "--expanded", str(expanded), "--transport", "exec", "--exec-prefix", prefix,
          "--phases", "latency", "--no-retest", "--probes", "100", "--output-dir", str(out),
-         "--when", "changed", *extra],
+         *gate, *extra],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -100,7 +103,17 @@ def test_the_command_skips_only_an_unchanged_passed_run(
     again = acceptance(path, out)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "acceptance skipped, nothing it depends on changed" in again.stdout
+    assert FORCE_HINT in again.stdout  # the skip says how to measure anyway
     assert json.loads((out / "acceptance.json").read_text()) == report  # left as it was
+
+    # An explicit run (the CLI's default, as the playbook run on its own) always measures:
+    # a new report, though nothing changed and the last one passed.
+    written = (out / "acceptance.json").stat().st_mtime_ns
+    explicit = acceptance(path, out, when="")
+    assert explicit.returncode == 0, explicit.stdout + explicit.stderr
+    assert "skipped" not in explicit.stdout
+    assert "PASSED" in explicit.stdout
+    assert (out / "acceptance.json").stat().st_mtime_ns != written
 
     # A host whose network changed in this run: measured again (`false` answers no probe,
     # so this run fails, which proves it ran), and a failed report is never skipped.

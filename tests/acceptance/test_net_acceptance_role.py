@@ -22,3 +22,32 @@ def test_role_options_parse(tmp_path: Path) -> None:
                  "--ssh-key=/k", "--duration=2", "--probes=300", "--nodes=a,b",
                  f"--output-dir={tmp_path}"])  # fmt: skip
     assert code == 2  # got as far as reading the (missing) expanded plan
+
+
+def _acceptance_when(playbook: str) -> str:
+    """net_acceptance_when as Ansible resolves it for the play that runs the role, when
+    `playbook` is what ansible-playbook is given (role defaults and play vars included)."""
+    import collection_loader  # noqa: F401  (the roles name modules by FQCN)
+    from ansible import context
+    from ansible.inventory.manager import InventoryManager
+    from ansible.module_utils.common.collections import ImmutableDict
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.playbook import Playbook
+    from ansible.vars.manager import VariableManager
+
+    context.CLIARGS = ImmutableDict(tags=[], skip_tags=[])
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=["localhost,"])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    book = Playbook.load(str(ROLE.parents[1] / playbook), variable_manager=variables, loader=loader)
+    (play,) = [p for p in book.get_plays() if "net_acceptance" in [r.get_name() for r in p.roles]]
+    resolved = variables.get_vars(play=play, host=inventory.get_host("localhost"))
+    return str(resolved["net_acceptance_when"])
+
+
+def test_only_the_site_re_run_is_gated() -> None:
+    """The acceptance playbook run on its own always measures (a degrading cable is no plan
+    change); site.yml, the whole build, measures again only when something changed."""
+    assert _acceptance_when("playbooks/acceptance.yml") == "always"
+    assert _acceptance_when("playbooks/site.yml") == "changed"
+    assert _acceptance_when("site.yml") == "changed"

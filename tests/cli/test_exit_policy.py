@@ -52,6 +52,7 @@ COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "diff (as NEW)": lambda p: ["diff", str(LAB), p],
     "graph": lambda p: ["graph", p],
     "audit": lambda p: ["audit", p],
+    "capacity": lambda p: ["capacity", p],
     "lab status": lambda p: ["lab", "status", p],
     "lab fault": lambda p: ["lab", "fault", p, "gpu01", "--clear"],
     "acceptance": lambda p: ["acceptance", p],
@@ -69,7 +70,8 @@ EXPECTED: dict[str, tuple[int, dict[str, int]]] = {
     "invalid": (1, {}),
     # not locked yet: a warning for validate; diff allocates it from OLD's lock; a --check
     # of the lock says it is out of date; everything that needs addresses fails the check
-    "unlocked": (1, {"validate": 0, "diff (as OLD)": 0, "diff (as NEW)": 0}),
+    # capacity needs nodes and racks, not addresses
+    "unlocked": (1, {"validate": 0, "diff (as OLD)": 0, "diff (as NEW)": 0, "capacity": 0}),
 }
 CASES = [
     (command, name, EXPECTED[name][1].get(command, EXPECTED[name][0]))
@@ -99,7 +101,9 @@ def test_every_command_maps_the_same_input_to_the_same_status(
         assert err.strip(), f"{command} on {name}: exit {status} without a word"
 
 
-@pytest.mark.parametrize("command", ["validate", "expand", "graph", "audit", "diff (as NEW)"])
+@pytest.mark.parametrize(
+    "command", ["validate", "expand", "graph", "audit", "capacity", "diff (as NEW)"]
+)
 def test_a_plan_path_with_spaces_and_non_ascii_works(
     capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], command: str
 ) -> None:

@@ -3,10 +3,13 @@
 A recording is JSON: ``system`` maps an NVML system call to its answer, ``devices`` holds one
 map per GPU from call name to ``{args: answer}`` (args joined with commas, the device handle
 left out). An answer is a JSON value, a struct as a dict, or ``{"nvml_error": NAME}``.
+``events`` (optional) lists the XID events NVML raises, ``{"device": index, "xid": code}``, in
+order; a recording without it answers the event calls NOT_SUPPORTED.
 
 On a node with GPUs (nvidia-ml-py installed):
     python tests/gpu/nvml_replay.py record node.json
-records every call the nvml_facts boundary makes, in this format.
+records every call the nvml_facts boundary and the GPU exporter make, in this format (no events:
+those only come while one happens).
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class ReplayNvml:
         self._system = recording.get("system", {})
         self._devices = recording.get("devices", [])
         self._init_error = init_error
+        self._recording = recording
+        self._events = list(recording.get("events", []))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("NVML_"):
@@ -106,6 +111,29 @@ class ReplayNvml:
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         return index
+
+    def nvmlEventSetCreate(self) -> list[int]:
+        if "events" not in self._recording:
+            raise _error("NOT_SUPPORTED")
+        return []  # the devices registered on this set
+
+    def nvmlDeviceRegisterEvents(self, handle: int, types: int, events: list[int]) -> None:
+        if types & pynvml.nvmlEventTypeXidCriticalError:
+            events.append(handle)
+
+    def nvmlEventSetWait_v2(self, events: list[int], timeout_ms: int) -> SimpleNamespace:
+        while self._events:
+            event = self._events.pop(0)
+            if event["device"] in events:
+                return SimpleNamespace(
+                    device=event["device"],
+                    eventType=pynvml.nvmlEventTypeXidCriticalError,
+                    eventData=event["xid"],
+                )
+        raise _error("TIMEOUT")
+
+    def nvmlEventSetFree(self, events: list[int]) -> None:
+        return None
 
     def _device_call(self, name: str) -> Any:
         def call(handle: int, *args: Any) -> Any:
@@ -172,8 +200,11 @@ class RecordingNvml:
 
 def record(path: Path, library: Any = pynvml) -> dict[str, Any]:
     """Run the nvml_facts boundary against NVML and save what it was told."""
+    from cluster_plan.exporters.gpu import read_nvml
+
     recorder = RecordingNvml(library)
     facts: dict[str, Any] = load_nvml_facts().query_nvml(recorder)
+    read_nvml(recorder)  # the exporter's calls too, so one recording replays through both
     path.write_text(json.dumps(recorder.recording, indent=1) + "\n")
     return facts
 

@@ -68,6 +68,13 @@ def _healthy_gpu(index: int) -> dict[str, Any]:
         },
         "nvmlDeviceGetCurrentClocksEventReasons": {"": 0x1},  # idle
         "nvmlDeviceGetRetiredPagesPendingStatus": zero,
+        # what the GPU exporter reads besides (cluster_plan/exporters/gpu.py)
+        "nvmlDeviceGetCurrentClocksThrottleReasons": {"": 0x1},
+        "nvmlDeviceGetClockInfo": {"1": 345},  # NVML_CLOCK_SM, MHz, idle
+        # (link, NVML_NVLINK_ERROR_DL_*): 0 replay, 1 recovery, 2 CRC flit, 3 CRC data
+        "nvmlDeviceGetNvLinkErrorCounter": {
+            f"{link},{counter}": 0 for link in range(18) for counter in range(4)
+        },
     }
 
 
@@ -136,6 +143,7 @@ def fixtures() -> dict[str, dict[str, Any]]:
     rec = healthy_recording()
     rec["devices"][3]["nvmlDeviceGetRemappedRows"] = {"": [0, 1, 1, 0]}
     rec["devices"][3]["nvmlDeviceGetTotalEccErrors"] = {"0,0": 0, "1,0": 1, "0,1": 2, "1,1": 1}
+    rec["events"] = [{"device": 3, "xid": 63}]  # NVML's XID event for the same remap
     case(
         "row_remap_pending",
         "GPU 3 hit an uncorrectable error; a row remap waits for a reset",
@@ -161,6 +169,10 @@ def fixtures() -> dict[str, dict[str, Any]]:
 
     rec = healthy_recording()
     rec["devices"][2]["nvmlDeviceGetNvLinkState"]["7"] = 0
+    rec["devices"][2]["nvmlDeviceGetNvLinkErrorCounter"].update(
+        {"7,0": 41, "7,1": 3, "7,2": 17, "7,3": 2}
+    )
+    rec["events"] = [{"device": 2, "xid": 74}]
     case(
         "nvlink_down",
         "GPU 2's NVLink 7 is down, with the XID 74 that took it down",
@@ -176,6 +188,8 @@ def fixtures() -> dict[str, dict[str, Any]]:
     rec = healthy_recording()
     rec["devices"][6]["nvmlDeviceGetTemperature"] = {"0": 91}
     rec["devices"][6]["nvmlDeviceGetCurrentClocksEventReasons"] = {"": 0x20 | 0x40}
+    rec["devices"][6]["nvmlDeviceGetCurrentClocksThrottleReasons"] = {"": 0x20 | 0x40}
+    rec["devices"][6]["nvmlDeviceGetClockInfo"] = {"1": 1275}
     case(
         "over_temperature",
         "GPU 6 at 91 C with thermal slowdown",

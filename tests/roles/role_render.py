@@ -7,6 +7,7 @@ cluster_plan inventory plugin gives the host (`cluster_plan`, `plan_host`, `host
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ def _trusted(value: Any) -> Any:
     return value
 
 
+@cache
+def _role_file(path: str) -> Any:
+    """A role's defaults or vars file, read once: parsing YAML is most of a render's time."""
+    return _trusted(DataLoader().load_from_file(path))
+
+
 def host_variables(
     role: str,
     expanded: dict[str, Any],
@@ -36,14 +43,12 @@ def host_variables(
     distribution: str = "Debian",
     facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    loader = DataLoader()
     plan = {k: v for k, v in expanded.items() if k not in ("hosts", "groups")}
     hosts = expanded["hosts"]
     groups = {"all": list(hosts), **expanded["groups"]}
     variables: dict[str, Any] = {}
-    variables.update(_trusted(loader.load_from_file(str(ROLES / role / "defaults/main.yml"))))
-    os_vars = ROLES / role / "vars" / f"{distribution}.yml"
-    variables.update(_trusted(loader.load_from_file(str(os_vars))))
+    variables.update(_role_file(str(ROLES / role / "defaults/main.yml")))
+    variables.update(_role_file(str(ROLES / role / "vars" / f"{distribution}.yml")))
     variables.update(
         cluster_plan=plan,
         plan_host=hosts[host],

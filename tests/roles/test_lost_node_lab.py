@@ -86,6 +86,7 @@ def _site_losing(victim: str) -> tuple[int, str, float]:
 
 
 @pytest.mark.lab_changes
+@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_a_node_lost_mid_site_yml_is_named_and_converges_when_back(
     converged_lab: Converged,  # noqa: F811
 ) -> None:

@@ -130,16 +130,6 @@ def test_second_run_changes_nothing_on_any_host(slurm: SlurmLab):
     assert changed == {}, "\n".join(changed_lines(second.result.stdout))
 
 
-def test_check_mode_on_the_converged_lab_reports_no_change(slurm: SlurmLab):
-    # every task in check mode: the stage gate would skip both stages of a converged lab
-    run = playbook(PLAN, ["playbooks/common.yml", "playbooks/slurm.yml"], "--check", *FULL_RUN)
-    assert run.ok, run.result.stdout[-3000:]
-    rows = recap(run.result.stdout)
-    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, "\n".join(
-        changed_lines(run.result.stdout)
-    )
-
-
 def test_munge_key_is_shared_private_and_never_printed(slurm: SlurmLab):
     controller = slurm.group("slurm_controller")[0]
     key_b64 = slurm.sh(controller, "base64 -w0 /etc/munge/munge.key").strip()
@@ -384,6 +374,7 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
 
 
 @pytest.mark.lab_changes
+@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path: Path):
     """A plan change that adds compute nodes, rolled out while a job runs.
 

@@ -88,6 +88,7 @@ CHANGES: list[tuple[str, str, str, str]] = [
 
 
 @pytest.mark.lab_changes
+@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_hand_changes_run_their_stages_and_are_put_right(converged_lab: Converged) -> None:  # noqa: F811
     converged_lab.require_converged()
     changes = CHANGES

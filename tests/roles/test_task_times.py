@@ -59,7 +59,9 @@ def test_the_slowest_task_is_listed_first_and_written_as_json(tmp_path: Path) ->
     assert tail[1].endswith("  Slow") and tail[2].endswith("  Quick"), tail
     times = json.loads((tmp_path / "times.json").read_text())
     assert set(times) == {"Slow", "Quick"}
-    assert times["Slow"] >= 1.5 > times["Quick"]  # both hosts sleep at once: one wall time
+    # the sleep is a lower bound of what the callback must record; no upper wall-clock bound
+    # (a loaded machine stretches both tasks), only their order
+    assert times["Slow"] >= 1.5 and times["Slow"] > times["Quick"]
 
 
 def test_off_unless_enabled(tmp_path: Path) -> None:

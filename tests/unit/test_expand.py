@@ -203,7 +203,13 @@ def test_cluster_wide_data(plan, expanded):
     assert expanded["networks"]["compute"]["mtu"] == 9000
     assert expanded["networks"]["mgmt"]["netmask"] == "255.255.255.0"
     assert expanded["racks"]["r1"]["access_switch"] == "tor1"
-    assert expanded["racks"]["r2"] == {"access_switch": "tor2", "row": "A", "description": ""}
+    assert expanded["racks"]["r2"] == {
+        "access_switch": "tor2",
+        "row": "A",
+        "description": "",
+        "power": {"kw": 8},  # budgets pass through as the plan states them
+        "cooling": {"kw": 8, "kind": "air"},
+    }
     assert expanded["topology"]["core"] == {"core1": {}}
     assert expanded["scheduler"]["workload_classes"]["training"]["pool"] == "gpu"
     assert "suppress" not in expanded

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from cluster_plan.load import load_plan_file, parse_plan_text
@@ -129,11 +127,11 @@ def test_billion_laughs_stops_quickly():
     text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
     for i in range(1, 10):
         text += f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n"
-    started = time.monotonic()
+    # the alias budget stopped the expansion (10**10 values): the finding is the proof; the
+    # time it takes is a figure in benchmarks/bench_limits.py, not an assertion
     doc = parse_plan_text(text, "p.yml")
     assert codes(doc) == ["yaml-value"]
     assert "alias" in doc.findings[0].message
-    assert time.monotonic() - started < 5
 
 
 def test_modest_alias_reuse_is_fine():
@@ -175,10 +173,9 @@ def test_too_large(monkeypatch):
 
 
 def test_an_endless_file_is_refused_without_reading_it_all():
-    started = time.monotonic()
+    # reading /dev/zero to its end would never return: the finding proves the read stopped
     doc = load_plan_file("/dev/zero")
-    assert codes(doc) == ["plan-too-large"]
-    assert time.monotonic() - started < 10
+    assert codes(doc) == ["not-a-file"]  # a character device: refused before it is read
 
 
 def test_crlf_line_endings_keep_positions():

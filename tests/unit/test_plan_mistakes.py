@@ -207,7 +207,7 @@ def test_now_is_the_clock_unless_fixed(monkeypatch):
 
 def kubernetes(text: str = BASE) -> str:
     return edit(
-        ("  type: slurm\n", "  type: kubernetes\n"),
+        ("  type: slurm\n", '  type: kubernetes\n  kubernetes: {version: "1.36"}\n'),
         ("roles: [slurm_controller, ceph_mgr]", "roles: [k8s_control_plane, ceph_mgr]"),
         (GPU_GROUP, GPU_GROUP.replace("slurm_compute", "k8s_worker")),
         (CPU_GROUP, CPU_GROUP.replace("slurm_compute", "k8s_worker")),
@@ -219,9 +219,6 @@ def test_settings_of_the_other_scheduler():
     assert codes(kubernetes()) == []  # reservations: a taint for the window (roles/kubernetes)
     k8s = kubernetes(edit(("  reservations:\n" + RESERVATION + "\n", "")))
     assert report(k8s) == []
-    block = edit(("  type: kubernetes\n", '  type: kubernetes\n  kubernetes: {version: "1.30"}\n'),
-                 text=k8s)  # fmt: skip
-    assert report(block) == []
     found = report(edit(("  type: kubernetes\n", "  type: kubernetes\n  slurm: {}\n"), text=k8s))
     assert [f[:3] for f in found] == [("error", "scheduler-settings-mismatch", "$.scheduler.slurm")]
     found = report(edit(("  type: slurm\n", "  type: slurm\n  kubernetes: {}\n")))
@@ -414,7 +411,9 @@ def test_disk_names_are_per_profile_and_per_host():
     stor = '  stor: {count: 3, hostname: "stor{n:02d}"'
     extra = "nodes: {stor02: {disks: [{name: osd1, size_gb: 8000, type: hdd, use: osd}]}}"
     text = edit(
-        (stor, stor), ("roles: [ceph_mon, ceph_osd]}", f"roles: [ceph_mon, ceph_osd], {extra}}}")
+        (stor, stor),
+        ("roles: [ceph_mon, ceph_osd]}", f"roles: [ceph_mon, ceph_osd], {extra}}}"),
+        ("    memory_gb: 4\n    disks", "    memory_gb: 16\n    disks"),  # two OSDs' memory
     )
     assert report(text) == []
     assert codes(text.replace("name: osd1", "name: osd0")) == ["duplicate-disk"]

@@ -1,0 +1,178 @@
+"""The Slurm collector (on the controller): node states per partition, GPUs per node, pending
+jobs per partition and account, and whether slurmdbd answers.
+
+Slurm 22.05 (Debian 12) is read through fixed-field formats, not `--json`: the JSON of 22.05
+comes from a data_parser plugin whose layout changed in every release since, while `-o`/`-O`
+fields and `scontrol --oneliner` have kept their shape. Each command's output is parsed by a
+pure function; `collect_slurm` runs the commands through an injected runner.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from cluster_plan.exporters.textfile import CollectorError
+
+# One line per node and partition: name | partition (default marked `*`) | long state
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%T"]
+# One line per pending job (array tasks one by one): partition(s) | account
+SQUEUE = ["squeue", "--noheader", "--all", "--array", "--states=PENDING", "--format=%P|%a"]
+# --details adds GresUsed (the GPUs jobs hold); CfgTRES/AllocTRES only name gres/gpu when
+# AccountingStorageTRES tracks it, so the counts come from Gres and GresUsed
+SCONTROL = ["scontrol", "--details", "--oneliner", "show", "node"]
+SACCTMGR = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster"]
+STATES = ("idle", "allocated", "mixed", "drained", "draining", "down")
+# sinfo's long states carry a flag after the name: * not responding, ~ powered off, # powering
+# up, ! / % powering down, $ maintenance, @ reboot pending, ^ rebooting, - planned
+_STATE = re.compile(r"^([a-z_]+)")
+_GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+_GRES_DETAIL = re.compile(r"\([^)]*\)")  # (S:0-1), (IDX:0,2): socket and index lists
+
+Runner = Callable[[Sequence[str]], tuple[int, str, str]]
+
+
+def node_state(long_state: str) -> str:
+    """sinfo's %T (e.g. `drained*`, `mixed-`) as one of STATES, or `other`."""
+    match = _STATE.match(long_state.strip().lower())
+    base = match.group(1) if match else ""
+    return base if base in STATES else "other"
+
+
+def parse_sinfo(text: str) -> list[tuple[str, str, str]]:
+    """(node, partition, state) per line of SINFO's output."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != 3:
+            raise CollectorError(f"sinfo: line {number}: expected node|partition|state: {line!r}")
+        node, partition, state = (p.strip() for p in parts)
+        rows.append((node, partition.rstrip("*"), node_state(state)))
+    return rows
+
+
+def parse_squeue(text: str) -> Counter[tuple[str, str]]:
+    """Pending jobs per (partition, account); a job queued to several partitions counts in each."""
+    pending: Counter[tuple[str, str]] = Counter()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        partitions, sep, account = line.partition("|")
+        if not sep:
+            raise CollectorError(f"squeue: line {number}: expected partition|account: {line!r}")
+        for partition in partitions.strip().split(","):
+            pending[(partition, account.strip())] += 1
+    return pending
+
+
+def _fields(line: str) -> dict[str, str]:
+    """`Key=value Key=value ...` of one --oneliner line (values may hold spaces)."""
+    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:.]*)=", line))
+    return {
+        m.group(1): line[
+            m.end() : (matches[i + 1].start() if i + 1 < len(matches) else None)
+        ].strip()
+        for i, m in enumerate(matches)
+    }
+
+
+def gres_gpus(gres: str | None) -> int:
+    """GPUs in a Gres/GresUsed value: `gpu:h100:2(S:0-1),tpu:4` -> 2, `(null)` -> 0."""
+    total = 0
+    for item in _GRES_DETAIL.sub("", gres or "").split(","):
+        name, *rest = item.strip().split(":")
+        if name == "gpu":
+            total += int(rest[-1]) if rest and rest[-1].isdigit() else 1
+    return total
+
+
+def _allocated(fields: dict[str, str]) -> int:
+    if "GresUsed" in fields:
+        return gres_gpus(fields["GresUsed"])
+    match = _GPU_TRES.search(fields.get("AllocTRES", ""))
+    return int(match.group(1)) if match else 0
+
+
+def parse_scontrol_gpus(text: str) -> dict[str, tuple[int, int]]:
+    """{node: (GPUs configured, GPUs allocated)} from Gres and GresUsed (AllocTRES without
+    --details)."""
+    nodes = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("NodeName="):
+            if line.strip() and not line.startswith("No nodes"):
+                raise CollectorError(f"scontrol show node: line {number}: unexpected {line[:80]!r}")
+            continue
+        fields = _fields(line)
+        nodes[fields["NodeName"]] = (gres_gpus(fields.get("Gres")), _allocated(fields))
+    return nodes
+
+
+def slurm_families(
+    states: list[tuple[str, str, str]],
+    gpus: dict[str, tuple[int, int]],
+    pending: Counter[tuple[str, str]],
+    slurmdbd_up: bool,
+) -> Iterator[Metric]:
+    """The cluster_plan_slurm_* families (pure)."""
+    state = GaugeMetricFamily(
+        "cluster_plan_slurm_node_state",
+        "1 per node and partition for its state",
+        labels=["node", "partition", "state"],
+    )
+    for node, partition, current in states:
+        for name in (*STATES, "other"):
+            state.add_metric([node, partition, name], 1 if name == current else 0)
+    configured = GaugeMetricFamily(
+        "cluster_plan_slurm_node_gpus", "GPUs configured (gres)", labels=["node"]
+    )
+    allocated = GaugeMetricFamily(
+        "cluster_plan_slurm_node_gpus_allocated", "GPUs allocated to jobs", labels=["node"]
+    )
+    for node, (total, used) in sorted(gpus.items()):
+        configured.add_metric([node], total)
+        allocated.add_metric([node], used)
+    jobs = GaugeMetricFamily(
+        "cluster_plan_slurm_jobs_pending",
+        "Pending jobs per partition (workload class) and account (team)",
+        labels=["partition", "account"],
+    )
+    for (partition, account), count in sorted(pending.items()):
+        jobs.add_metric([partition, account], count)
+    dbd = GaugeMetricFamily("cluster_plan_slurm_slurmdbd_up", "1 when sacctmgr answers")
+    dbd.add_metric([], 1 if slurmdbd_up else 0)
+    yield from (state, configured, allocated, jobs, dbd)
+
+
+def run_command(argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str, str]:
+    """Run a Slurm command; (127, "", why) when it is missing or hangs."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        return 127, "", f"{argv[0]}: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]}: no answer in {timeout_s:.0f}s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def _output(run: Runner, argv: Sequence[str]) -> str:
+    code, out, err = run(argv)
+    if code != 0:
+        raise CollectorError(f"{' '.join(argv)}: exit {code}: {err.strip() or out.strip()}")
+    return out
+
+
+def collect_slurm(run: Runner = run_command) -> list[Any]:
+    """Run the four commands and build the families; CollectorError when slurmctld's fail."""
+    states = parse_sinfo(_output(run, SINFO))
+    pending = parse_squeue(_output(run, SQUEUE))
+    gpus = parse_scontrol_gpus(_output(run, SCONTROL))
+    slurmdbd_up = run(SACCTMGR)[0] == 0  # its failure is a metric, not a collector failure
+    return list(slurm_families(states, gpus, pending, slurmdbd_up))

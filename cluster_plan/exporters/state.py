@@ -1,0 +1,170 @@
+"""The project's own state as metrics: the last acceptance run (from the acceptance history),
+each node's backups (`cluster-plan backup status --format json`) and the drift found (`cluster-plan
+drift --format json`).
+
+Each source is optional: a metric whose source was not given is left out. The backup and drift
+documents are read from a file an earlier run saved, or made by running the command now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from cluster_plan.acceptance.history import History, HistoryError
+from cluster_plan.exporters.slurm import Runner, run_command
+from cluster_plan.exporters.textfile import CollectorError
+
+
+@dataclass(frozen=True)
+class Document:
+    """A command's JSON document and when it was taken (its ages count back from then)."""
+
+    data: dict[str, Any]
+    taken_at: float
+
+
+def last_acceptance(history: Path, cluster: str) -> tuple[float, bool] | None:
+    """(when the last run was generated, whether it passed); None when nothing was recorded."""
+    if not history.exists():
+        return None
+    try:
+        with History(history) as store:
+            runs = store.runs(cluster, limit=1)
+    except HistoryError as exc:
+        raise CollectorError(str(exc)) from None
+    if not runs:
+        return None
+    when = dt.datetime.fromisoformat(runs[0].generated_at)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp(), runs[0].passed
+
+
+def _parse(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CollectorError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CollectorError(f"{what}: not a JSON object")
+    return data
+
+
+def read_document(path: Path) -> Document:
+    """A document saved by an earlier run; taken when the file was written."""
+    try:
+        return Document(_parse(path.read_text(), str(path)), path.stat().st_mtime)
+    except OSError as exc:
+        raise CollectorError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+COMMAND_TIMEOUT_S = 600.0  # drift and backup status reach every node over SSH
+
+
+def run_document(plan: Path, command: list[str], run: Runner | None = None) -> Document:
+    """Run `cluster-plan COMMAND PLAN --format json` (exit 1 with findings still gives JSON)."""
+    argv = [sys.executable, "-m", "cluster_plan", *command, str(plan), "--format", "json"]
+    if run is None:
+        code, out, err = run_command(argv, COMMAND_TIMEOUT_S)
+    else:
+        code, out, err = run(argv)
+    what = f"cluster-plan {' '.join(command)}"
+    if code not in (0, 1) or not out.strip():
+        raise CollectorError(f"{what}: exit {code}: {err.strip()}")
+    return Document(_parse(out, what), time.time())
+
+
+def backup_rows(document: Document) -> dict[str, tuple[float, bool | None]]:
+    """{host: (oldest last-snapshot time over its repositories, last drill passed)}.
+
+    A repository without any snapshot counts as time 0, so a node never backed up looks
+    overdue; a node with no drill yet has None (its drill metric is left out)."""
+    hosts: dict[str, tuple[float, bool | None]] = {}
+    rows = document.data.get("hosts", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "host" in r for r in rows):
+        raise CollectorError("backup status: `hosts` is not a list of rows with a `host`")
+    for row in rows:
+        age = row.get("age_s")
+        taken = 0.0 if age is None else document.taken_at - float(age)
+        drill = row.get("drill_ok")
+        oldest, seen_drill = hosts.get(row["host"], (taken, None))
+        hosts[row["host"]] = (
+            min(oldest, taken),
+            drill if drill is not None else seen_drill,
+        )
+    return hosts
+
+
+def state_families(
+    acceptance: tuple[float, bool] | None,
+    backups: dict[str, tuple[float, bool | None]] | None,
+    drift: Document | None,
+) -> Iterator[Metric]:
+    """The cluster_plan_acceptance_*, _backup_* and _drift_* families (pure)."""
+    if acceptance is not None:
+        when = GaugeMetricFamily(
+            "cluster_plan_acceptance_last_run_timestamp_seconds",
+            "When the last acceptance run was generated",
+        )
+        when.add_metric([], acceptance[0])
+        passed = GaugeMetricFamily(
+            "cluster_plan_acceptance_passed", "1 when the last acceptance run passed"
+        )
+        passed.add_metric([], 1 if acceptance[1] else 0)
+        yield from (when, passed)
+    if backups is not None:
+        last = GaugeMetricFamily(
+            "cluster_plan_backup_last_success_timestamp_seconds",
+            "The node's oldest last snapshot over its repositories (0: none)",
+            labels=["node"],
+        )
+        drill = GaugeMetricFamily(
+            "cluster_plan_backup_drill_passed", "1 when the last restore drill passed",
+            labels=["node"],
+        )  # fmt: skip
+        for host, (taken, drill_ok) in sorted(backups.items()):
+            last.add_metric([host], taken)
+            if drill_ok is not None:
+                drill.add_metric([host], 1 if drill_ok else 0)
+        yield from (last, drill)
+    if drift is not None:
+        findings = GaugeMetricFamily(
+            "cluster_plan_drift_findings", "Drift findings of the last check"
+        )
+        findings.add_metric([], len(drift.data.get("findings", [])))
+        yield findings
+
+
+def _document(saved: Path | None, plan: Path | None, command: list[str]) -> Document | None:
+    if saved is not None:
+        return read_document(saved)
+    return run_document(plan, command) if plan is not None else None
+
+
+def collect_state(
+    history: Path | None,
+    cluster: str | None,
+    backup_status: Path | None,
+    drift: Path | None,
+    plan: Path | None,
+) -> list[Metric]:
+    """Read each given source and build the families."""
+    acceptance = last_acceptance(history, cluster) if history and cluster else None
+    backup = _document(backup_status, plan, ["backup", "status"])
+    return list(
+        state_families(
+            acceptance,
+            None if backup is None else backup_rows(backup),
+            _document(drift, plan, ["drift"]),
+        )
+    )

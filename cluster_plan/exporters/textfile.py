@@ -1,0 +1,96 @@
+"""Write a collector's metrics as a node_exporter textfile, atomically.
+
+node_exporter reads every `*.prom` in its textfile directory at each scrape; a file read while
+half written would be served half. So the text goes to a temporary file in the same directory
+(same filesystem, so the rename is atomic; a name not ending in `.prom`, so node_exporter never
+reads it) and replaces the old file with one rename.
+
+A collector that fails leaves its previous metrics file as it was and writes only its status
+file, `cluster_plan_collector_<name>.prom`, with cluster_plan_collector_success 0 (node_exporter's
+node_textfile_mtime_seconds shows how old the kept file is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+SUCCESS_METRIC = "cluster_plan_collector_success"
+
+
+class CollectorError(Exception):
+    """A collector could not read its source; the message says which and why."""
+
+
+class _Families(Collector):
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def exposition(families: Iterable[Metric]) -> str:
+    """The Prometheus text format of some metric families."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families))
+    return generate_latest(registry).decode()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one rename (temporary file in the same directory)."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # node_exporter runs as its own user
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def metrics_path(directory: Path, collector: str) -> Path:
+    return directory / f"cluster_plan_{collector}.prom"
+
+
+def status_path(directory: Path, collector: str) -> Path:
+    return directory / f"cluster_plan_collector_{collector}.prom"
+
+
+def status_text(collector: str, success: bool) -> str:
+    return (
+        f"# HELP {SUCCESS_METRIC} 1 when the collector ran cleanly, 0 with the reason in "
+        "its log.\n"
+        f"# TYPE {SUCCESS_METRIC} gauge\n"
+        f'{SUCCESS_METRIC}{{collector="{collector}"}} {1 if success else 0}\n'
+    )
+
+
+def run_collector(
+    directory: Path, collector: str, collect: Callable[[], Iterable[Metric]]
+) -> str | None:
+    """Collect and write the textfiles; the failure's reason, or None when all went well.
+
+    Only CollectorError counts as a collector failure: anything else is a bug and is raised.
+    """
+    if not directory.is_dir():
+        raise CollectorError(f"{directory}: no such directory (the textfile directory)")
+    try:
+        text = exposition(collect())
+    except CollectorError as exc:
+        write_atomic(status_path(directory, collector), status_text(collector, False))
+        return str(exc)
+    write_atomic(metrics_path(directory, collector), text)
+    write_atomic(status_path(directory, collector), status_text(collector, True))
+    return None

@@ -1,0 +1,429 @@
+"""The alert rules, with the thresholds the plan knows: GPUs per node from the hardware
+profiles, speed and MTU per port from the topology, NICs and networks, the backup schedule,
+the acceptance thresholds and freshness, and Ceph pool fullness.
+
+Every alert has a `severity` (warning or critical), a `summary` naming the host, link or pool,
+and a `runbook` line; alerts about one node carry its `node` label, which is what inhibition
+keys on (a node down silences its other alerts). docs/monitoring.md lists each rule."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from cluster_plan.contract import ExpandedPlan, Host, Monitoring
+
+Rule = dict[str, Any]
+
+# Throttle reasons that cost a job speed for a reason outside it (the power cap is the
+# board's normal limit under load: not an alert).
+THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+# The labels a collector on the controller gets from its node's target; an alert about
+# another node takes that node's own from its `up` series instead.
+NODE_TARGET_LABELS = ("node_group", "rack", "pool", "teams")
+
+
+def _rule(alert: str, expr: str, severity: str, summary: str, runbook: str, wait: str) -> Rule:
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": wait,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "runbook": runbook},
+    }
+
+
+def _planned(rule: Rule, **labels: str) -> Rule:
+    """A rule of several with one alert name (one per node group, port or speed), told apart
+    by the labels of what it checks and the plan's value: two rules with one name and the
+    same labels are a mistake promtool's lint reports."""
+    rule["labels"].update(labels)
+    return rule
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal (names keep to the plan's grammars; quote anyway)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _alternatives(values: list[str]) -> str:
+    """A regex matcher's value that matches exactly these strings (RE2, anchored by PromQL)."""
+    return _quote("|".join(re.escape(v) for v in sorted(set(values))))
+
+
+def _minutes(value: float) -> str:
+    return f"{int(value)}m" if float(value).is_integer() else f"{int(value * 60)}s"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _about_node(expr: str) -> str:
+    """An expression about other nodes, from a collector on the controller, with each node's
+    own group, rack, pool and teams (from its `up` series) instead of the controller's."""
+    labels = ", ".join(NODE_TARGET_LABELS)
+    own = f'max by (node, {labels}) (up{{job="node"}})'
+    base = f"max without ({labels}, instance, job) ({expr})"
+    return f"({base} * on (node) group_left ({labels}) ({own} * 0 + 1)) or on (node) {base}"
+
+
+# ---- nodes and their ports ----------------------------------------------------------------
+
+
+def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    wait = _minutes(max(2, 3 * monitoring["scrape_interval_s"] / 60))
+    return [
+        _rule(
+            "NodeDown",
+            'up{job="node"} == 0',
+            "critical",
+            "{{ $labels.node }} is down: its node_exporter has not answered for " + wait,
+            "Reach the host (console, BMC); if it is up, check prometheus-node-exporter and "
+            "the firewall; its other alerts are silenced while it is down.",
+            wait,
+        ),
+        _rule(
+            "ClockUnsynchronised",
+            'node_timex_sync_status{job="node"} == 0',
+            "warning",
+            "{{ $labels.node }}'s clock is not synchronised",
+            "chronyc tracking and chronyc sources on the host; check the plan's NTP servers "
+            "are reachable from it.",
+            "10m",
+        ),
+    ]
+
+
+def _port_plan(
+    plan: ExpandedPlan,
+) -> tuple[dict[tuple[str, str, float], set[str]], set[tuple[str, str, int]]]:
+    """(node group, device, Gb/s) -> the racks of the hosts whose port runs at that speed, and
+    (node group, device, MTU) of untagged networks. A NIC's own speed_gbps wins over its
+    access switch's link speed."""
+    speeds: dict[tuple[str, str, float], set[str]] = defaultdict(set)
+    mtus: set[tuple[str, str, int]] = set()
+    for host in plan["hosts"].values():
+        nic_speed = _nic_speeds(plan, host)
+        for iface in host["interfaces"].values():
+            gbps = nic_speed.get(iface["device"]) or host["link_gbps"]
+            if gbps:
+                speeds[(host["node_group"], iface["device"], float(gbps))].add(host["rack"] or "")
+            if iface["vlan"] is None:
+                mtus.add((host["node_group"], iface["device"], iface["mtu"]))
+    return speeds, mtus
+
+
+def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
+    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
+    return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
+
+
+def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None) -> Rule:
+    """racks: only the group's hosts in these racks (their access switches differ in speed)."""
+    where = f",rack=~{_alternatives(sorted(racks))}" if racks else ""
+    selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
+    rule = _rule(
+        "NicBelowPlanSpeed",
+        f"node_network_speed_bytes{{{selector}}} < {_number(gbps * 1e9 / 8)}",
+        "warning",
+        "{{ $labels.device }} of {{ $labels.node }} runs at {{ $value | humanize }}B/s, "
+        f"below the plan's {_number(gbps)} Gb/s",
+        "ethtool on the device: a port negotiated down, a bad cable or optic, or a link that "
+        "is down (-1); compare with the switch port.",
+        "5m",
+    )
+    return _planned(rule, node_group=group, device=device, planned_gbps=_number(gbps))
+
+
+def _mtu_rule(group: str, device: str, mtu: int) -> Rule:
+    selector = f'job="node",node_group={_quote(group)},device={_quote(device)}'
+    rule = _rule(
+        "NicWrongMtu",
+        f"node_network_mtu_bytes{{{selector}}} != {mtu}",
+        "warning",
+        "{{ $labels.device }} of {{ $labels.node }} has MTU {{ $value }}, "
+        + f"the plan says {mtu}",
+        "ip link show on the host; re-run site.yml's common stage (the plan sets the MTU); "
+        "jumbo frames must match on every host and switch port of the network.",
+        "5m",
+    )
+    return _planned(rule, node_group=group, device=device, planned_mtu=str(mtu))
+
+
+def port_rules(plan: ExpandedPlan) -> list[Rule]:
+    speeds, mtus = _port_plan(plan)
+    rules = []
+    for (group, device, gbps), racks in sorted(speeds.items()):
+        # one speed for the device across the group: no rack filter
+        alone = sum(1 for g, d, _ in speeds if (g, d) == (group, device)) == 1
+        rules.append(_speed_rule(group, device, gbps, None if alone else racks - {""}))
+    rules += [_mtu_rule(group, device, mtu) for group, device, mtu in sorted(mtus)]
+    return rules
+
+
+# ---- GPUs ---------------------------------------------------------------------------------
+
+
+def _gpu_groups(plan: ExpandedPlan) -> dict[str, tuple[int, str]]:
+    """Node group -> (NVIDIA GPUs per node, model), for groups with NVIDIA GPUs."""
+    out = {}
+    for host in plan["hosts"].values():
+        accel = host["accelerators"]
+        if accel and accel["kind"] == "gpu":
+            out[host["node_group"]] = (accel["count"], accel["model"])
+    return out
+
+
+def gpu_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    groups = _gpu_groups(plan)
+    if not groups:
+        return []
+    gpu = plan["acceptance"]["gpu"]
+    rules = [
+        _planned(
+            _rule(
+                "GpuMissing",
+                f'cluster_plan_gpu_present{{job="node",node_group={_quote(group)}}} < {count}',
+                "critical",
+                "{{ $labels.node }} sees {{ $value }} of its " + f"{count} {model} GPUs",
+                "nvidia-smi -L and dmesg on the host (XID 79: fallen off the bus); drain it in the "
+                "scheduler, reseat or replace the GPU.",
+                "2m",
+            ),
+            node_group=group,
+            planned_gpus=str(count),
+        )
+        for group, (count, model) in sorted(groups.items())
+    ]
+    on_gpu_nodes = f'job="node",node_group=~{_alternatives(list(groups))}'
+    throttle = _minutes(monitoring["throttle_minutes"])
+    fatal = [str(x) for x in gpu["fail_on_xids"]]
+    xid = f"cluster_plan_gpu_xid_events_total{{xid=~{_alternatives(fatal)}}}"
+    rules += [
+        _rule(
+            "GpuNvmlDown",
+            f"cluster_plan_gpu_nvml_up{{{on_gpu_nodes}}} == 0",
+            "critical",
+            "NVML does not answer on {{ $labels.node }}: its GPUs cannot be seen",
+            "nvidia-smi on the host; a driver that did not load (dkms, a kernel update) or "
+            "a GPU that hangs the driver; re-run the nvidia_driver stage.",
+            "5m",
+        ),
+        _rule(
+            "GpuThrottled",
+            f"cluster_plan_gpu_throttle{{reason=~{_alternatives(list(THROTTLE_REASONS))}}} == 1",
+            "warning",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} is throttled ({{ $labels.reason }}) "
+            f"for {throttle}",
+            "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER; thermal: airflow, fans, inlet "
+            "temperature of the rack; power brake: the PSUs or the rack's feed.",
+            throttle,
+        ),
+        _rule(
+            "GpuTooHot",
+            f"cluster_plan_gpu_temperature_celsius > {_number(gpu['max_temp_c'])}",
+            "warning",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} is at {{ $value }} °C, above the "
+            f"plan's {_number(gpu['max_temp_c'])} °C",
+            "Check the rack's cooling and the node's fans; acceptance.gpu.max_temp_c is the "
+            "plan's limit.",
+            throttle,
+        ),
+        _rule(
+            "GpuCriticalXid",
+            f"({xid} - {xid} offset 1h) > 0 or ({xid} unless {xid} offset 1h)",
+            "critical",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} reported XID {{ $labels.xid }}",
+            "dmesg | grep -i xid on the host; drain the node; the XID catalog says whether a "
+            "reset, a reboot or an RMA follows (acceptance.gpu.fail_on_xids lists these).",
+            "0s",
+        ),
+        _rule(
+            "GpuEccUncorrectable",
+            'cluster_plan_gpu_ecc_errors{scope="volatile",kind="uncorrected"} > '
+            f"{gpu['max_ecc_uncorrected']}",
+            "critical",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} has {{ $value }} uncorrectable ECC "
+            "errors since its driver loaded",
+            "Drain the node and reset the GPU (nvidia-smi -r); if errors return, RMA it.",
+            "0s",
+        ),
+        _rule(
+            "GpuRowRemapFailure",
+            'cluster_plan_gpu_remapped_rows{kind="failure"} > 0',
+            "critical",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} failed to remap a memory row",
+            "The GPU has run out of spare rows: drain the node and RMA the GPU.",
+            "0s",
+        ),
+        _rule(
+            "GpuRowRemapPending",
+            'cluster_plan_gpu_remapped_rows{kind="pending"} > '
+            f"{gpu['max_remapped_rows_pending']}",
+            "warning",
+            "GPU {{ $labels.gpu }} of {{ $labels.node }} has {{ $value }} row remaps pending",
+            "Drain the node and reset the GPU so the remap takes effect.",
+            "0s",
+        ),
+    ]
+    return rules
+
+
+# ---- Ceph, Slurm, backups, acceptance, collectors -------------------------------------------
+
+
+def ceph_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    if not plan["storage"].get("ceph"):
+        return []
+    cluster = plan["cluster"]["name"]
+    full = monitoring["ceph_pool_full_pct"]
+    used = (
+        "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) * on (pool_id) "
+        "group_left (name) ceph_pool_metadata * 100"
+    )
+    return [
+        _rule(
+            "CephHealthWarning",
+            "ceph_health_status == 1",
+            "warning",
+            f"Ceph of cluster {cluster} reports HEALTH_WARN",
+            "ceph health detail on a monitor host.",
+            "5m",
+        ),
+        _rule(
+            "CephHealthError",
+            "ceph_health_status == 2",
+            "critical",
+            f"Ceph of cluster {cluster} reports HEALTH_ERR",
+            "ceph health detail on a monitor host; data may be unavailable.",
+            "1m",
+        ),
+        _rule(
+            "CephOsdDown",
+            "label_replace(ceph_osd_up * on (ceph_daemon) group_left (hostname) "
+            'ceph_osd_metadata, "node", "$1", "hostname", "(.*)") == 0',
+            "critical",
+            "{{ $labels.ceph_daemon }} on {{ $labels.hostname }} is down",
+            "systemctl status ceph-osd@ID on the host; its disk (smartctl, dmesg).",
+            "2m",
+        ),
+        _rule(
+            "CephPoolNearlyFull",
+            f"{used} > {_number(full)}",
+            "warning",
+            'Ceph pool {{ $labels.name }} is {{ $value | printf "%.0f" }} % full '
+            f"(the plan alerts at {_number(full)} %)",
+            "ceph df detail; add OSDs or free space before Ceph stops writes at its full ratio.",
+            "5m",
+        ),
+    ]
+
+
+def slurm_rules(plan: ExpandedPlan) -> list[Rule]:
+    scheduler = plan["scheduler"]
+    if not scheduler or scheduler["type"] != "slurm":
+        return []
+    state = 'cluster_plan_slurm_node_state{{state="{}"}} == 1'
+    return [
+        _rule(
+            "SlurmNodeDown",
+            _about_node(state.format("down")),
+            "critical",
+            "Slurm node {{ $labels.node }} is down in partition {{ $labels.partition }}",
+            "sinfo -R for the reason; scontrol update nodename=NODE state=resume once fixed.",
+            "5m",
+        ),
+        _rule(
+            "SlurmNodeDrained",
+            _about_node('cluster_plan_slurm_node_state{state=~"drained|draining"} == 1'),
+            "warning",
+            "Slurm node {{ $labels.node }} is {{ $labels.state }} in partition "
+            "{{ $labels.partition }}",
+            "sinfo -R names who drained it and why; resume it when the reason is gone.",
+            "10m",
+        ),
+    ]
+
+
+def backup_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    backups = plan["backups"]
+    hours = monitoring["backup_max_age_hours"]
+    if not backups or hours is None:
+        return []
+    rules = [
+        _rule(
+            "BackupTooOld",
+            "time() - cluster_plan_backup_last_success_timestamp_seconds > "
+            f"{_number(hours * 3600)}",
+            "warning",
+            "The last backup of {{ $labels.node }} is {{ $value | humanizeDuration }} old; "
+            f"the plan's schedule ({backups['schedule']}) allows {_number(hours)} h",
+            "cluster-plan backup status PLAN --hosts NODE; journalctl -u "
+            "cluster-plan-backup on the node.",
+            "0s",
+        )
+    ]
+    if backups["restore_test"]:
+        rules.append(
+            _rule(
+                "BackupDrillFailed",
+                "cluster_plan_backup_drill_passed == 0",
+                "warning",
+                "The last restore drill of {{ $labels.node }}'s backup failed",
+                "cluster-plan backup status PLAN --hosts NODE shows the drill's error; a "
+                "backup that cannot be restored is no backup.",
+                "0s",
+            )
+        )
+    return rules
+
+
+def acceptance_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    days = monitoring["acceptance_max_age_days"]
+    cluster = plan["cluster"]["name"]
+    return [
+        _rule(
+            "AcceptanceStale",
+            "time() - cluster_plan_acceptance_last_run_timestamp_seconds > "
+            f"{_number(days * 86400)}",
+            "warning",
+            f"Acceptance of cluster {cluster} last ran "
+            "{{ $value | humanizeDuration }} ago, more than the plan's " + f"{_number(days)} days",
+            "ansible-playbook playbooks/acceptance.yml (or cluster-plan acceptance PLAN).",
+            "0s",
+        ),
+        _rule(
+            "AcceptanceFailed",
+            "cluster_plan_acceptance_passed == 0",
+            "critical",
+            f"The last acceptance run of cluster {cluster} failed",
+            "cluster-plan report on the last acceptance.json names the failing links and nodes.",
+            "0s",
+        ),
+        _rule(
+            "CollectorFailing",
+            "cluster_plan_collector_success == 0",
+            "warning",
+            "The {{ $labels.collector }} collector on {{ $labels.node }} failed its last run",
+            "journalctl for the collector's unit on the host names the reason.",
+            "15m",
+        ),
+    ]
+
+
+def alert_rules(plan: ExpandedPlan) -> dict[str, Any]:
+    """The rule file: one group per subsystem."""
+    monitoring = plan["monitoring"]
+    if monitoring is None:
+        raise ValueError("the plan has no monitoring section")
+    groups = [
+        ("nodes", node_rules(plan, monitoring) + port_rules(plan)),
+        ("gpus", gpu_rules(plan, monitoring)),
+        ("ceph", ceph_rules(plan, monitoring)),
+        ("slurm", slurm_rules(plan)),
+        ("backups", backup_rules(plan, monitoring)),
+        ("acceptance", acceptance_rules(plan, monitoring)),
+    ]
+    return {"groups": [{"name": f"cluster-plan-{n}", "rules": r} for n, r in groups if r]}

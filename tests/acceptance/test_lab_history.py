@@ -1,0 +1,94 @@
+"""Lab proof of the acceptance history: two clean runs compare as unchanged; then one node's
+link shaped to 90 % of its rate (still above the plan's floor) makes the third run pass the
+plan and name that node as degraded, on the command line and on the report's page.
+
+The real `cluster-plan acceptance` (bandwidth phase only, 3 s tests) with `--transport
+lab-netns` on a bare lab, as test_lab_acceptance.py does. The plan's floor is lowered to 8 Gb/s
+(the lab plan's 9 Gb/s would fail a 90 % link outright: the lab's 100 Mbit/s links give about
+9.8 plan Gb/s of TCP goodput). The bandwidth tolerance is -7 %, halfway between the lab's
+noise and the fault: between clean runs a pair's figure moved by -5.1 % to +4.3 % (a round
+that ran slow, a 3 s test that read above the line rate), and the 90 % link's pairs by -9.0 %
+to -15 % (docs/acceptance.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_lab_acceptance import cli, fault
+
+from cluster_plan.lab.pytest_plugin import Lab, lab
+
+pytestmark = pytest.mark.lab
+
+__all__ = ["lab"]
+
+FLOOR_GBPS = 8
+TOLERANCE = -0.07
+
+
+def run(lab: Lab, expanded: Path, out: Path) -> tuple[int, dict[str, Any], str]:
+    proc = cli(
+        "acceptance", str(lab.plan), "--expanded", str(expanded), "--transport", "lab-netns",
+        "--duration", "3", "--phases", "bandwidth", "--output-dir", str(out),
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return proc.returncode, json.loads((out / "acceptance.json").read_text()), proc.stdout
+
+
+def figures(report: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{r['client']}<->{r['server']} {r['forward_gbps']}/{r['reverse_gbps']}"
+        for r in report["bandwidth"]
+    )
+
+
+def changes(report: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{r['source']}->{r['target']} {r['pdiff']:+.1%}"
+        for r in report["comparison"]["figures"]
+        if r["pdiff"] is not None
+    )
+
+
+def test_a_link_at_90_percent_is_degraded_yet_passes(lab: Lab, tmp_path: Path) -> None:
+    expanded = json.loads(json.dumps(lab.expanded))
+    expanded["acceptance"]["network"]["min_gbps"] = FLOOR_GBPS
+    expanded["acceptance"]["history"]["tolerance"]["bandwidth"]["lower"] = TOLERANCE
+    plan = tmp_path / "expanded.json"
+    plan.write_text(json.dumps(expanded))
+    slow = "gpu02"
+    link_mbit = expanded["hosts"][slow]["link_gbps"] * 1000 * expanded["lab"]["rate_scale"]
+    reports = []
+    try:
+        for index in range(3):
+            if index == 2:
+                fault(lab, slow, "--rate", f"{link_mbit * 0.9:g}mbit")
+            code, report, stdout = run(lab, plan, tmp_path / "reports")
+            reports.append((code, report, stdout))
+            print(f"run {index + 1}: exit {code}; Gb/s forward/reverse: {figures(report)}")
+            if report["comparison"]["reference"]:
+                print(f"  change against run {report['comparison']['reference']['run']}: "
+                      f"{changes(report)}")  # fmt: skip
+    finally:
+        cli("lab", "fault", str(lab.plan), slow, "--clear", timeout=60)
+    (_, first, _), (code2, second, _), (code3, third, stdout3) = reports
+    assert first["comparison"]["reference"] is None
+    assert code2 == 0 and second["comparison"]["reference"]["run"] == 1
+    assert not [f for f in second["findings"] if f["kind"] == "degraded"], changes(second)
+    assert {r["outcome"] for r in second["comparison"]["figures"]} == {"unchanged"}
+    # the shaped run meets the plan, and names the slower node
+    assert code3 == 0 and third["passed"], stdout3
+    degraded = [f for f in third["findings"] if f["kind"] == "degraded"]
+    assert [f["node"] for f in degraded] == [slow], (changes(third), degraded)
+    assert all(r["gbps"] >= FLOOR_GBPS for r in third["bandwidth"])
+    print(stdout3)
+    page = (tmp_path / "reports" / "acceptance.html").read_text()
+    assert "Comparison with run 2" in page and f"{slow}: " in page and "<polyline" in page
+    listed = cli("acceptance", "history", str(lab.plan), "--expanded", str(plan),
+                 "--output-dir", str(tmp_path / "reports"))  # fmt: skip
+    assert listed.returncode == 0 and listed.stdout.count("passed") == 3, listed.stdout
+    print(listed.stdout)

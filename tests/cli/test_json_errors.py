@@ -1,0 +1,63 @@
+"""Under --format json a command that fails with an error, not findings, still prints one JSON
+document on stdout: {"status": "error", "ok": false, "error": {...}, "findings": []}; a command
+that printed its result before failing keeps that result as the document."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cluster_plan import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "inventory" / "lab" / "cluster.yml"
+
+
+@pytest.fixture
+def stale(tmp_path: Path) -> Path:
+    """The lab plan with one more GPU node than its lock has."""
+    plan = tmp_path / "cluster.yml"
+    plan.write_text(LAB.read_text().replace("  gpu:\n    count: 2", "  gpu:\n    count: 3"))
+    shutil.copy(LAB.with_name("cluster.lock.json"), tmp_path / "cluster.lock.json")
+    return plan
+
+
+def test_lock_check_out_of_date(capsys: pytest.CaptureFixture[str], stale: Path) -> None:
+    assert cli.main(["lock", "--check", "--format", "json", str(stale)]) == 1
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document["status"] == "error" and document["ok"] is False
+    assert "out of date" in document["error"]["message"]
+    assert document["error"]["exit"] == 1 and document["findings"] == []
+    assert "out of date" in err  # people read it too
+
+
+def test_unknown_host_for_expand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["expand", str(LAB), "--host", "nope01", "--format", "json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["status"] == "error" and "nope01" in document["error"]["message"]
+
+
+def test_a_plan_error_is_an_envelope_with_its_findings(
+    capsys: pytest.CaptureFixture[str], stale: Path
+) -> None:
+    assert cli.main(["audit", "--format", "json", str(stale)]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["status"] == "error"
+    assert [f["code"] for f in document["findings"]] == ["lock-stale"]
+    assert document["error"]["message"].startswith(f"{stale.with_name('cluster.lock.json')}: ")
+
+
+def test_a_result_printed_before_the_failure_stays_the_document(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """diff prints its changes, then refuses the destructive ones (exit 3): one document."""
+    new = tmp_path / "cluster.yml"
+    new.write_text(LAB.read_text().replace("  gpu:\n    count: 2", "  gpu:\n    count: 1"))
+    shutil.copy(LAB.with_name("cluster.lock.json"), tmp_path / "cluster.lock.json")
+    assert cli.main(["diff", str(LAB), str(new), "--format", "json"]) == 3
+    document = json.loads(capsys.readouterr().out)  # one document: json.loads takes no more
+    assert isinstance(document, list) and document

@@ -1,0 +1,186 @@
+"""The state textfile collector: the acceptance history, `cluster-plan backup status` and
+`cluster-plan drift` documents in, exposition text out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cluster_plan.acceptance.history import History
+from cluster_plan.cli import main
+from cluster_plan.exporters.state import collect_state, run_document
+from cluster_plan.exporters.textfile import CollectorError, exposition
+
+TAKEN = 1_796_000_000.0  # when the saved documents were written (their mtime)
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def node(name: str) -> frozenset[tuple[str, str]]:
+    return frozenset({"node": name}.items())
+
+
+def report(generated_at: str, passed: bool) -> dict[str, Any]:
+    """An acceptance report as the history stores it (no figures: only the verdict matters)."""
+    criteria = {"min_gbps": 8, "max_latency_ms": 1.0, "max_loss_pct": 0.0}
+    findings = [] if passed else [{"severity": "fault", "message": "gpu02: 3.1 Gb/s < 8"}]
+    return {
+        "cluster": "lab",
+        "generated_at": generated_at,
+        "passed": passed,
+        "findings": findings,
+        "criteria": criteria,
+        "bandwidth": [],
+        "probes": [],
+        "mtu": [],
+    }
+
+
+def backup_row(host: str, repository: str, age_s: float | None, drill: bool | None) -> dict:
+    return {
+        "host": host,
+        "repository": repository,
+        "archive": None if age_s is None else f"{host}-2026-12-02T03:00:00",
+        "age_s": age_s,
+        "original_size": None if age_s is None else 52428800,
+        "deduplicated_size": None if age_s is None else 1048576,
+        "last_run_ok": age_s is not None,
+        "drill_ok": drill,
+        "drill_message": None if drill is None else "restored 214 files, checksums match",
+    }
+
+
+def saved(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(document))
+    os.utime(path, (TAKEN, TAKEN))
+    return path
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> dict[str, Path]:
+    history = tmp_path / "history.sqlite"
+    with History(history, create=True) as store:
+        store.record(report("2026-11-30T03:00:00+00:00", True), "p1", None)
+        store.record(report("2026-12-01T03:00:00+00:00", False), "p1", None)
+    backup = {
+        "plan": "cluster.yml",
+        "ok": False,
+        "hosts": [
+            backup_row("head01", "local", 3600, True),
+            backup_row("head01", "offsite", 90000, True),
+            backup_row("gpu01", "local", 1800, False),
+            backup_row("cpu01", "local", None, None),
+        ],
+        "findings": [],
+    }
+    finding = {
+        "severity": "error",
+        "host": "gpu02",
+        "check": "mtu",
+        "subject": "storage",
+        "expected": "9000",
+        "found": "1500",
+        "message": "gpu02: mtu storage: expected 9000, found 1500",
+    }
+    drift = {"plan": "cluster.yml", "ok": False, "hosts": 5, "reachable": 5, "seconds": 4.2}
+    return {
+        "history": history,
+        "backup": saved(tmp_path / "backup.json", backup),
+        "drift": saved(tmp_path / "drift.json", {**drift, "findings": [finding, finding]}),
+    }
+
+
+def test_every_state_metric_from_its_source(sources: dict[str, Path]) -> None:
+    families = collect_state(
+        sources["history"], "lab", sources["backup"], sources["drift"], plan=None
+    )
+    samples = parse(exposition(families))
+    last = dt.datetime(2026, 12, 1, 3, tzinfo=dt.UTC).timestamp()
+    assert samples[("cluster_plan_acceptance_last_run_timestamp_seconds", frozenset())] == last
+    assert samples[("cluster_plan_acceptance_passed", frozenset())] == 0
+    # a node's oldest repository counts; a node never backed up is at 0 (always overdue)
+    backups = {
+        dict(ids)["node"]: value
+        for (name, ids), value in samples.items()
+        if name == "cluster_plan_backup_last_success_timestamp_seconds"
+    }
+    assert backups == {"head01": TAKEN - 90000, "gpu01": TAKEN - 1800, "cpu01": 0}
+    drills = {
+        dict(ids)["node"]: value
+        for (name, ids), value in samples.items()
+        if name == "cluster_plan_backup_drill_passed"
+    }
+    assert drills == {"head01": 1, "gpu01": 0}  # cpu01 has had no drill: no sample
+    assert samples[("cluster_plan_drift_findings", frozenset())] == 2
+
+
+def test_sources_not_given_leave_their_metrics_out(tmp_path: Path) -> None:
+    assert collect_state(tmp_path / "none.sqlite", "lab", None, None, None) == []
+    assert collect_state(None, None, None, None, None) == []
+
+
+def test_documents_made_by_running_the_commands(tmp_path: Path) -> None:
+    calls: list[Sequence[str]] = []
+
+    def run(argv: Sequence[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        # exit 1: the command found something, and still printed its document
+        return 1, json.dumps({"ok": False, "findings": [{"host": "gpu01"}]}), ""
+
+    document = run_document(tmp_path / "cluster.yml", ["drift"], run)
+    assert document.data["findings"] == [{"host": "gpu01"}]
+    assert list(calls[0][-5:]) == [
+        "cluster_plan",
+        "drift",
+        str(tmp_path / "cluster.yml"),
+        "--format",
+        "json",
+    ]
+    with pytest.raises(CollectorError, match=r"exit 2: cluster\.yml: no such file"):
+        run_document(
+            tmp_path / "cluster.yml", ["drift"], lambda argv: (2, "", "cluster.yml: no such file")
+        )
+
+
+def test_cli_writes_the_file_and_keeps_it_when_a_source_breaks(
+    sources: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "textfiles"
+    out.mkdir()
+    argv = ["exporter", "state", "--textfile-dir", str(out), "--history", str(sources["history"])]
+    argv += ["--cluster", "lab", "--backup-status", str(sources["backup"])]
+    argv += ["--drift", str(sources["drift"])]
+    assert main(argv) == 0
+    before = (out / "cluster_plan_state.prom").read_text()
+    assert parse(before)[("cluster_plan_drift_findings", frozenset())] == 2
+    sources["drift"].write_text("drift: not JSON")
+    assert main(argv) == 1
+    assert f"{sources['drift']}: not JSON" in capsys.readouterr().err
+    assert (out / "cluster_plan_state.prom").read_text() == before
+    status = parse((out / "cluster_plan_collector_state.prom").read_text())
+    assert status == {("cluster_plan_collector_success", frozenset({("collector", "state")})): 0}
+
+
+def test_cli_usage_errors(tmp_path: Path) -> None:
+    assert main(["exporter", "state", "--textfile-dir", str(tmp_path / "absent")]) == 2
+    assert main(["exporter", "state", "--textfile-dir", str(tmp_path), "--cluster", "lab"]) == 2
+
+
+def test_a_backup_document_of_another_shape_is_refused(tmp_path: Path) -> None:
+    document = saved(tmp_path / "backup.json", {"hosts": [{"repository": "local"}]})
+    with pytest.raises(CollectorError, match="not a list of rows with a `host`"):
+        collect_state(None, None, document, None, None)

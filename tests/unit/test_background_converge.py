@@ -1,0 +1,163 @@
+"""The session lab converges in the background while the tests that need no lab run: the
+order of a session's tests, the converge started by the first test that needs no lab, its
+runs handed to the converged lab's tests, and a failed converge raised there (never lost in
+its thread). The lab and site.yml are stand-ins here; the suite's own session is the real
+proof (its converged-lab tests read these runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+
+CONFTEST = """
+import subprocess, time
+import pytest
+import cluster_plan.lab.pytest_plugin as lab_plugin
+from cluster_plan.lab.converge import Run
+
+pytest_plugins = ["cluster_plan.lab.pytest_plugin"]
+lab_plugin.missing_prerequisites = lambda: []
+EVENTS = []
+
+def fake_runs(env, on_start):
+    EVENTS.append("converge started")
+    time.sleep(0.5)
+    if env.get("FAKE_CONVERGE_FAILS"):
+        raise RuntimeError("site.yml could not start")
+    EVENTS.append("converge done")
+    done = subprocess.CompletedProcess([], 0, "PLAY RECAP", "")
+    return Run(done, 0.5), Run(done, 0.5), Run(done, 0.5)
+
+lab_plugin.converge_runs = fake_runs
+
+@pytest.fixture(scope="session")
+def lab():
+    EVENTS.append("lab up")
+    yield "the lab"
+    EVENTS.append("lab down")
+"""
+
+TESTS_FILE = """
+import pytest
+from conftest import EVENTS
+
+@pytest.mark.lab
+@pytest.mark.lab_changes
+def test_d_changes(converged_lab):
+    EVENTS.append("changes")
+
+def test_c_converged(converged_lab):
+    EVENTS.append("converged")
+    assert converged_lab.first.ok and converged_lab.gated is not None
+
+def test_b_plain():
+    EVENTS.append("plain")
+
+@pytest.mark.lab
+def test_a_bare(lab):
+    EVENTS.append("bare")
+
+def test_z_plain_again():
+    EVENTS.append("plain again")
+
+"""
+
+REPORT = """
+def pytest_sessionfinish(session):
+    from conftest import EVENTS
+    print("EVENTS=" + "|".join(EVENTS))
+"""
+
+
+def inner(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "conftest.py").write_text(CONFTEST + REPORT)
+    (tmp_path / "test_inner.py").write_text(TESTS_FILE)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "CLUSTER_PLAN_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-v", str(tmp_path)],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": f"{tmp_path}:{TESTS}", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def events(run: subprocess.CompletedProcess[str]) -> list[str]:
+    line = next(ln for ln in run.stdout.splitlines() if "EVENTS=" in ln)
+    return line.split("EVENTS=", 1)[1].split("|")
+
+
+def test_bare_lab_then_no_lab_while_it_converges_then_converged_then_changes(
+    tmp_path: Path,
+) -> None:
+    run = inner(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    order = [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
+    assert order == [
+        "test_a_bare",
+        "test_b_plain",
+        "test_z_plain_again",
+        "test_c_converged",
+        "test_d_changes",
+    ], run.stdout
+    seen = events(run)
+    # started by the first test that needs no lab, before it ran; not waited for by it
+    assert seen[:4] == ["lab up", "bare", "converge started", "plain"], seen
+    assert seen.index("converge done") < seen.index("converged") < seen.index("changes"), seen
+    assert seen[-1] == "lab down", seen
+    assert "site.yml ran in the background" in run.stdout
+
+
+def test_a_failed_background_converge_fails_the_converged_tests_not_the_others(
+    tmp_path: Path,
+) -> None:
+    run = inner(tmp_path, FAKE_CONVERGE_FAILS="1")
+    assert run.returncode == 1, run.stdout
+    assert "test_b_plain PASSED" in run.stdout and "test_a_bare PASSED" in run.stdout
+    assert "test_c_converged ERROR" in run.stdout, run.stdout
+    assert "RuntimeError: site.yml could not start" in run.stdout
+    assert events(run)[-1] == "lab down"
+
+
+EXTENDED_TESTS = """
+import pytest
+
+@pytest.mark.lab_extended
+def test_long_proof():
+    pass
+
+def test_short():
+    pass
+"""
+
+
+def test_a_long_lab_proof_runs_only_when_asked_for_and_is_named_when_not(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["cluster_plan.lab.pytest_plugin"]\n')
+    (tmp_path / "test_inner.py").write_text(EXTENDED_TESTS)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "CLUSTER_PLAN_"))}
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)]
+    runs = [
+        subprocess.run(
+            argv,
+            cwd=tmp_path,
+            env={**clean, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        for extra in ({}, {"CLUSTER_PLAN_LAB_EXTENDED": "1"})
+    ]
+    default, asked = runs
+    assert default.returncode == 0, default.stdout
+    assert "1 passed, 1 deselected" in default.stdout, default.stdout
+    assert "lab proofs not run by this session (1; `make test-extended`" in default.stdout
+    assert "test_long_proof" in default.stdout
+    assert asked.returncode == 0 and "2 passed" in asked.stdout, asked.stdout
+    assert "lab proofs not run" not in asked.stdout
