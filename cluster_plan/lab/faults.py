@@ -7,7 +7,9 @@ node's own NIC queue for rate), so nothing a role does inside a node can undo it
 - delay: iptables NFQUEUE (br_netfilter) on the frames the node sends, held by the
          user-space stage in cluster_plan.lab.delay; with --queue-bypass, traffic flows
          undelayed whenever that stage is not running;
-- down:  the switch port is set down (the node sees NO-CARRIER).
+- down:  the switch port is set down (the node sees NO-CARRIER);
+- freeze: every process of the node is frozen (cgroup freezer), as a hung node looks: its
+         kernel still answers ARP and TCP handshakes, nothing above it answers.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from cluster_plan.contract import ExpandedPlan
-from cluster_plan.lab import fabric, state
+from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
 from cluster_plan.lab.names import RUN_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, netns_exec, run, spawn
@@ -33,6 +35,7 @@ class Fault:
     loss_pct: float | None = None
     delay_ms: float | None = None
     down: bool = False
+    freeze: bool = False
 
     def describe(self) -> str:
         parts = []
@@ -44,6 +47,8 @@ class Fault:
             parts.append(f"delay {self.delay_ms:g}ms")
         if self.down:
             parts.append("link down")
+        if self.freeze:
+            parts.append("processes frozen")
         return ", ".join(parts) or "none"
 
 
@@ -123,6 +128,8 @@ def _apply(
         fabric.shape(names.node_ns(host), port.device, mbit, port.mtu)
         if fault.down:
             fabric.ip(fab, "link", "set", port.switch_port, "down")
+    if fault.freeze and not node.set_frozen(names, host, True):
+        raise LabError(f"cannot freeze {host}: this kernel has no cgroup freezer for the node")
     if fault.loss_pct:
         _nft_loss(fab, ports, fault.loss_pct)
     if fault.delay_ms:
@@ -170,6 +177,7 @@ def _apply(
         "loss_pct": fault.loss_pct,
         "delay_ms": fault.delay_ms,
         "down": fault.down,
+        "freeze": fault.freeze,
         "ports": [p.switch_port for p in ports],
     }
     state.save(names.state_file, st)
@@ -231,6 +239,7 @@ def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabStat
     delay = st.delays.pop(host, None)
     if delay:
         delay.stop()
+    node.set_frozen(names, host, False)
     for port in node_ports(expanded, host, None):
         fabric.shape(fab, port.switch_port, port.mbit, port.mtu)
         fabric.shape(names.node_ns(host), port.device, port.mbit, port.mtu)

@@ -225,9 +225,9 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
             on_node(ha.client, "scancel " + " ".join(jobs))
 
 
-def fault(node: str, seconds: int) -> subprocess.Popen[str]:
-    """`cluster-plan lab fault PLAN NODE --down --duration SECONDS`, in the background: it
-    clears the fault by itself when the time is up."""
+def fault(node: str, seconds: int, kind: str = "--down") -> subprocess.Popen[str]:
+    """`cluster-plan lab fault PLAN NODE --down --duration SECONDS` (or `--freeze`), in the
+    background: it clears the fault by itself when the time is up."""
     return subprocess.Popen(
         [
             str(BIN / "cluster-plan"),
@@ -235,7 +235,7 @@ def fault(node: str, seconds: int) -> subprocess.Popen[str]:
             "fault",
             str(PLAN),
             node,
-            "--down",
+            kind,
             "--duration",
             str(seconds),
         ],
@@ -322,11 +322,14 @@ def journal_since(cluster: SlurmHA, host: str, unit: str, since: str) -> str:
 
 
 @pytest.mark.lab_changes
+@pytest.mark.parametrize("kind", ["--down", "--freeze"], ids=["links-down", "frozen"])
 def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it_returns(
-    ha: SlurmHA,
+    ha: SlurmHA, kind: str
 ):
     """The whole primary node lost: every link of head01 down (`lab fault --down`), its
-    processes still running, as after a dead NIC or switch port. Its CephFS client holds
+    processes still running, as after a dead NIC or switch port; or every process of head01
+    frozen (`lab fault --freeze`), its kernel still answering TCP handshakes, as a hung node
+    looks: connections open and nothing answers. Its CephFS client holds
     capabilities on the state files that the backup must read; the backup's slurmctld-fence
     evicts that client (the MDS blocklists it), the backup takes over, and the primary, once
     back, finds its mount evicted, stops its slurmctld, mounts again and takes control back
@@ -345,9 +348,9 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
         since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
         lost_at = time.monotonic()
-        outage = fault(primary, 900)  # bounded by itself if this test dies
+        outage = fault(primary, 900, kind)  # bounded by itself if this test dies
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: down": the links are down from here
+        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
         submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
         tries = timeout * 3 // 5 + 20
         during = (
@@ -361,10 +364,11 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
             .split(";")[0]
         )
         jobs.append(during)
-        print(f"\nnode lost -> first job accepted: {time.monotonic() - lost_at:.1f} s")
+        print(f"\n{kind}: node lost -> first job accepted: {time.monotonic() - lost_at:.1f} s")
         assert ping(ha) == {primary: "DOWN", backup: "UP"}
         fenced = journal_since(ha, backup, "slurmctld-fence", since)
         assert f"fenced {primary}" in fenced, fenced
+        assert "asked this backup's slurmctld to take control" in fenced, fenced
         log = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
         assert "taking over" in log, log[-2000:]
 
@@ -399,7 +403,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
             lambda: ping(ha), lambda p: p == {primary: "UP", backup: "UP"}, timeout=180
         )
         assert state == {primary: "UP", backup: "UP"}, state
-        print(f"node back -> primary in control: {time.monotonic() - returned_at:.1f} s")
+        print(f"{kind}: node back -> primary in control: {time.monotonic() - returned_at:.1f} s")
         rejoined = journal_since(ha, primary, "slurmctld-fence", back_since)
         assert "mounting the file system again" in rejoined, rejoined
         handback = journal_since(ha, primary, "slurmctld", back_since)

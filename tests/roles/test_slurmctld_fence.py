@@ -62,3 +62,27 @@ def test_wrong_arguments_are_a_usage_error_not_a_traceback():
         assert done.returncode == 2, (argv, done.stderr)
         assert "Traceback" not in done.stderr, done.stderr
         assert "slurmctld-fence" in done.stderr, done.stderr
+
+
+def test_after_fencing_the_backup_is_told_to_take_over_and_a_refusal_is_logged(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    calls: list[list[str]] = []
+    answers: list[subprocess.CompletedProcess[str] | None] = [
+        subprocess.CompletedProcess(["scontrol"], 0, "", ""),
+        subprocess.CompletedProcess(["scontrol"], 1, "", "Slurm backup controller in standby"),
+        None,
+    ]
+
+    def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str] | None:
+        calls.append(argv)
+        return answers.pop(0)
+
+    monkeypatch.setattr(fence, "run", fake_run)
+    for _ in range(3):
+        fence.take_over()
+    assert calls == [["scontrol", "takeover"]] * 3
+    lines = capsys.readouterr().out.splitlines()
+    assert "asked this backup's slurmctld to take control" in lines[0]
+    assert "failed (Slurm backup controller in standby)" in lines[1]
+    assert "failed (no answer within 60s)" in lines[2]
