@@ -7,7 +7,7 @@ everything up.
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/cluster-plan lab up inventory/lab/cluster.yml
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/ansible-playbook -i inventory/lab/cluster.yml site.yml
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/python benchmarks/bench_failover.py [--plan PLAN]
-        [--node NODE] [--rounds 5]
+        [--node NODE] [--rounds 5] [--faults kill,down,freeze,compute]
 
 (or any lab a `pytest -m lab` session converged and left up with CLUSTER_PLAN_LAB_CONVERGED=1).
 Prints figures; asserts nothing about time. Needs root and a converged lab whose plan has an
@@ -143,10 +143,14 @@ def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> Non
     print(f"  takeover / SlurmctldTimeout              {(answered[0] - killed[0]) / timeout:7.2f}")
 
 
-def primary_node_lost(plan: str, expanded: dict[str, Any]) -> None:
-    """Every link of the primary's node down, its processes running: the backup fences its
-    CephFS client (slurmctld-fence) and takes over; when the links are back, the primary
-    mounts again and takes control back through the hand-back."""
+LOSSES = {"down": "all links down", "freeze": "every process frozen"}
+
+
+def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
+    """Every link of the primary's node down, its processes running (`down`), or every
+    process of it frozen, its kernel still answering TCP handshakes (`freeze`): the backup
+    fences its CephFS client (slurmctld-fence) and takes over; when the node is back, the
+    primary mounts again and takes control back through the hand-back."""
     group = set(expanded["groups"]["slurm_controller"])
     primary, backup = [h for h in expanded["hosts"] if h in group]
     client = expanded["groups"]["slurm_compute"][0]
@@ -155,7 +159,16 @@ def primary_node_lost(plan: str, expanded: dict[str, Any]) -> None:
     log = "/var/log/slurm/slurmctld.log"
     lines = int(on_node(plan, primary, f"wc -l < {log}").strip())
     outage = subprocess.Popen(
-        [str(BIN / "cluster-plan"), "lab", "fault", plan, primary, "--down", "--duration", "900"],
+        [
+            str(BIN / "cluster-plan"),
+            "lab",
+            "fault",
+            plan,
+            primary,
+            f"--{kind}",
+            "--duration",
+            "900",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -163,7 +176,7 @@ def primary_node_lost(plan: str, expanded: dict[str, Any]) -> None:
     )
     try:
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: down": the links are down from here
+        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
         cut = time.time()
         # Each try may wait on the lost primary first (Slurm's clients try it before the
         # backup), so tries are not bounded to a second as in `until`.
@@ -179,11 +192,11 @@ def primary_node_lost(plan: str, expanded: dict[str, Any]) -> None:
     back = stamps(on_node(plan, primary, until(primary_back, 600)))
     both = stamps(on_node(plan, client, until("test $(scontrol ping | grep -c 'is UP') = 2", 300)))
     on_node(plan, client, "scancel --state=PENDING --user=root --partition=general")
-    print(f"primary's node {primary} cut off (all links down; backup {backup}):")
+    print(f"primary's node {primary} lost ({LOSSES[kind]}; backup {backup}):")
     print(f"  node lost -> first job accepted          {accepted[0] - cut:7.2f} s")
     print(f"  first job / SlurmctldTimeout             {(accepted[0] - cut) / timeout:7.2f}")
-    print(f"  links back -> primary in control         {back[0] - restored:7.2f} s")
-    print(f"  links back -> both controllers UP        {both[0] - restored:7.2f} s")
+    print(f"  node back -> primary in control          {back[0] - restored:7.2f} s")
+    print(f"  node back -> both controllers UP         {both[0] - restored:7.2f} s")
 
 
 def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
@@ -206,7 +219,7 @@ def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
     )  # fmt: skip
     try:
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: down": the links are down from here
+        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
         cut = time.time()
         down = stamps(on_node(plan, client, until(f"{state} | grep -q '^down'", timeout * 3)))
         rest, _ = outage.communicate(timeout=timeout * 3 + 120)
@@ -230,7 +243,17 @@ def main() -> int:
     parser.add_argument("--plan", default="inventory/lab/cluster.yml")
     parser.add_argument("--node", help="the compute node to cut off (default: the last one)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each baseline")
+    parser.add_argument(
+        "--faults",
+        default="kill,down,freeze,compute",
+        help="which faults, comma-separated: kill (the primary's slurmctld), down and freeze"
+        " (the primary's whole node), compute (a compute node); default: all",
+    )
     args = parser.parse_args()
+    chosen = set(args.faults.split(","))
+    unknown = chosen - {"kill", "down", "freeze", "compute"}
+    if unknown:
+        parser.error(f"--faults: unknown {', '.join(sorted(unknown))}")
     if os.geteuid() != 0:
         print("bench_failover: needs root (the lab); nothing measured")
         return 0
@@ -238,9 +261,13 @@ def main() -> int:
     if expanded is None:
         return 0
     print(f"lab {os.environ.get('CLUSTER_PLAN_LAB_ID', expanded['cluster']['name'])}")
-    controller_takeover(args.plan, expanded, args.rounds)
-    primary_node_lost(args.plan, expanded)
-    node_lost(args.plan, expanded, args.node)
+    if "kill" in chosen:
+        controller_takeover(args.plan, expanded, args.rounds)
+    for kind in ("down", "freeze"):
+        if kind in chosen:
+            primary_node_lost(args.plan, expanded, kind)
+    if "compute" in chosen:
+        node_lost(args.plan, expanded, args.node)
     return 0
 
 
