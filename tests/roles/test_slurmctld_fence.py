@@ -9,6 +9,7 @@ import importlib.util
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -86,3 +87,37 @@ def test_after_fencing_the_backup_is_told_to_take_over_and_a_refusal_is_logged(
     assert "asked this backup's slurmctld to take control" in lines[0]
     assert "failed (Slurm backup controller in standby)" in lines[1]
     assert "failed (no answer within 60s)" in lines[2]
+
+
+def test_the_refusal_table_is_valid_nftables_and_spares_ssh(fence: ModuleType):
+    rules = fence.block_rules("10.40.0.10")
+    assert "ip daddr 10.40.0.10 tcp dport != 22" in rules
+    assert "reject with tcp reset" in rules
+    # nft's own parser, check only (-c): nothing is applied to this machine
+    checked = subprocess.run(
+        ["nft", "-c", "-f", "-"], input=rules, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_node_is_back_only_when_its_sshd_speaks_not_when_its_kernel_accepts(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(fence, "CONNECT_S", 0.5)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(2)
+        monkeypatch.setattr(fence, "SSH_PORT", listener.getsockname()[1])
+        # accepted by the kernel, nobody speaks: a frozen node
+        assert not fence.userland_answers("127.0.0.1")
+        listener.accept()[0].close()  # that first connection, from the backlog
+        answered: list[bool] = []
+        thread = threading.Thread(
+            target=lambda: answered.append(fence.userland_answers("127.0.0.1"))
+        )
+        thread.start()
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            thread.join(timeout=5)
+        assert answered == [True]
