@@ -143,12 +143,12 @@ def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> Non
     print(f"  takeover / SlurmctldTimeout              {(answered[0] - killed[0]) / timeout:7.2f}")
 
 
-LOSSES = {"down": "all links down", "freeze": "every process frozen"}
+LOSSES = {"down": "all links down", "freeze": "hung: processes frozen, nothing sent"}
 
 
 def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
-    """Every link of the primary's node down, its processes running (`down`), or every
-    process of it frozen, its kernel still answering TCP handshakes (`freeze`): the backup
+    """Every link of the primary's node down, its processes running (`down`), or the node
+    hung, its processes frozen and nothing it sends delivered (`freeze`): the backup
     fences its CephFS client (slurmctld-fence) and takes over; when the node is back, the
     primary mounts again and takes control back through the hand-back."""
     group = set(expanded["groups"]["slurm_controller"])
@@ -176,7 +176,7 @@ def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
     )
     try:
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
+        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
         cut = time.time()
         # Each try may wait on the lost primary first (Slurm's clients try it before the
         # backup), so tries are not bounded to a second as in `until`.
@@ -219,7 +219,7 @@ def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
     )  # fmt: skip
     try:
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
+        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
         cut = time.time()
         down = stamps(on_node(plan, client, until(f"{state} | grep -q '^down'", timeout * 3)))
         rest, _ = outage.communicate(timeout=timeout * 3 + 120)

@@ -70,7 +70,9 @@ def register(subparsers: Any) -> None:
     fault.add_argument("--delay", help="delay the frames the node sends, e.g. 5ms")
     fault.add_argument("--down", action="store_true", help="take the node's link(s) down")
     fault.add_argument(
-        "--freeze", action="store_true", help="freeze every process of the node (a hung node)"
+        "--freeze",
+        action="store_true",
+        help="hang the node: freeze its processes and drop all it sends",
     )
     fault.add_argument("--clear", action="store_true", help="remove every fault from the node")
     fault.add_argument("--net", help="only this plan network's link (default: all)")

@@ -8,8 +8,10 @@ node's own NIC queue for rate), so nothing a role does inside a node can undo it
          user-space stage in cluster_plan.lab.delay; with --queue-bypass, traffic flows
          undelayed whenever that stage is not running;
 - down:  the switch port is set down (the node sees NO-CARRIER);
-- freeze: every process of the node is frozen (cgroup freezer), as a hung node looks: its
-         kernel still answers ARP and TCP handshakes, nothing above it answers.
+- freeze: a hung node: every process of it frozen (cgroup freezer) and every frame it sends
+         dropped (the loss table at 100 %), links up. A frozen node whose kernel still
+         answered ARP and TCP handshakes would be a different fault: Slurm's clients connect
+         to such a primary, wait out MessageTimeout and never try the backup.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Fault:
         if self.down:
             parts.append("link down")
         if self.freeze:
-            parts.append("processes frozen")
+            parts.append("hung (processes frozen, nothing sent)")
         return ", ".join(parts) or "none"
 
 
@@ -130,8 +132,9 @@ def _apply(
             fabric.ip(fab, "link", "set", port.switch_port, "down")
     if fault.freeze and not node.set_frozen(names, host, True):
         raise LabError(f"cannot freeze {host}: this kernel has no cgroup freezer for the node")
-    if fault.loss_pct:
-        _nft_loss(fab, ports, fault.loss_pct)
+    loss_pct = 100.0 if fault.freeze else fault.loss_pct
+    if loss_pct:
+        _nft_loss(fab, ports, loss_pct)
     if fault.delay_ms:
         queue = list(expanded["hosts"]).index(host)
         for port in ports:
@@ -174,7 +177,7 @@ def _apply(
         _wait_bound(fab, queue, st.delays[host])
     st.faults[host] = {
         "rate_mbit": fault.rate_mbit,
-        "loss_pct": fault.loss_pct,
+        "loss_pct": loss_pct,
         "delay_ms": fault.delay_ms,
         "down": fault.down,
         "freeze": fault.freeze,

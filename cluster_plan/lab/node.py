@@ -50,9 +50,9 @@ def make_cgroups(names: LabNames, host: str) -> list[Path]:
 
 
 def set_frozen(names: LabNames, host: str, frozen: bool) -> bool:
-    """Freeze (or thaw) every process of the node, as a hung node looks from outside: its
-    network stack still answers (TCP handshakes, ARP), nothing above it does. Returns False
-    when this kernel has no freezer for the node's cgroup."""
+    """Freeze (or thaw) every process of the node (its network stack still answers: the
+    `freeze` fault also drops what the node sends). Returns False when this kernel has no
+    freezer for the node's cgroup."""
     v1 = CGROUP_ROOT / "freezer" / names.cgroup_rel(host) / "freezer.state"
     v2 = CGROUP_ROOT / names.cgroup_rel(host) / "cgroup.freeze"
     knob, value = (v1, "FROZEN" if frozen else "THAWED") if v1.exists() else (v2, str(int(frozen)))

@@ -182,7 +182,9 @@ def test_a_frozen_node_is_frozen_through_its_own_cgroup_and_thawed(
     assert v1.read_text() == "FROZEN"
     assert node.set_frozen(names, "head01", False)
     assert v1.read_text() == "THAWED"
-    assert faults.Fault(freeze=True, down=True).describe() == "link down, processes frozen"
+    assert faults.Fault(freeze=True, down=True).describe() == (
+        "link down, hung (processes frozen, nothing sent)"
+    )
 
 
 def test_gpu_hosts_get_nvidia_stand_ins(expanded: dict[str, Any]) -> None:

@@ -322,14 +322,14 @@ def journal_since(cluster: SlurmHA, host: str, unit: str, since: str) -> str:
 
 
 @pytest.mark.lab_changes
-@pytest.mark.parametrize("kind", ["--down", "--freeze"], ids=["links-down", "frozen"])
+@pytest.mark.parametrize("kind", ["--down", "--freeze"], ids=["links-down", "hung"])
 def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it_returns(
     ha: SlurmHA, kind: str
 ):
     """The whole primary node lost: every link of head01 down (`lab fault --down`), its
-    processes still running, as after a dead NIC or switch port; or every process of head01
-    frozen (`lab fault --freeze`), its kernel still answering TCP handshakes, as a hung node
-    looks: connections open and nothing answers. Its CephFS client holds
+    processes still running, as after a dead NIC or switch port; or head01 hung (`lab fault
+    --freeze`): every process frozen and nothing sent, links up, as after a kernel hang. Its
+    CephFS client holds
     capabilities on the state files that the backup must read; the backup's slurmctld-fence
     evicts that client (the MDS blocklists it), the backup takes over, and the primary, once
     back, finds its mount evicted, stops its slurmctld, mounts again and takes control back
@@ -350,7 +350,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         lost_at = time.monotonic()
         outage = fault(primary, 900, kind)  # bounded by itself if this test dies
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: link down" / "processes frozen": from here
+        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
         submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
         tries = timeout * 3 // 5 + 20
         during = (
