@@ -242,7 +242,6 @@ def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabStat
     delay = st.delays.pop(host, None)
     if delay:
         delay.stop()
-    node.set_frozen(names, host, False)
     for port in node_ports(expanded, host, None):
         fabric.shape(fab, port.switch_port, port.mbit, port.mtu)
         fabric.shape(names.node_ns(host), port.device, port.mbit, port.mtu)
@@ -273,6 +272,7 @@ def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabStat
             pass
     st.faults.pop(host, None)
     _rewrite_loss(names, expanded, st)
+    node.set_frozen(names, host, False)  # thawed once its frames flow: it wakes up connected
     state.save(names.state_file, st)
     return had
 
