@@ -121,3 +121,32 @@ def test_a_node_is_back_only_when_its_sshd_speaks_not_when_its_kernel_accepts(
             conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
             thread.join(timeout=5)
         assert answered == [True]
+
+
+def test_the_eviction_names_the_client_by_its_id_and_checks_none_is_left(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch
+):
+    """The MDS compares `auth_name` with the entity's id: `auth_name=client.head01` matches no
+    session, and the eviction silently does nothing (the lab showed it: the MDS let the lost
+    client go only when its session timed out, 72 s later)."""
+    calls: list[list[str]] = []
+    listed = iter(['[{"id": 4782}]', "[]"])
+
+    def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        out = next(listed) if "ls" in argv else ""
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(fence, "run", fake_run)
+    assert fence.evict("head01", "osd01-fence", "shared")
+    assert [c[-3:] for c in calls] == [
+        ["client", "ls", "auth_name=head01"],
+        ["client", "evict", "auth_name=head01"],
+        ["client", "ls", "auth_name=head01"],
+    ]
+    assert all(
+        c[:6] == ["ceph", "--id", "osd01-fence", "tell", "mds.shared:0", "client"] for c in calls
+    )
+    # a session still there after the eviction is not a fence
+    listed = iter(['[{"id": 4782}]', '[{"id": 4782}]'])
+    assert not fence.evict("head01", "osd01-fence", "shared")
