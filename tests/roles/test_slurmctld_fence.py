@@ -150,3 +150,18 @@ def test_the_eviction_names_the_client_by_its_id_and_checks_none_is_left(
     # a session still there after the eviction is not a fence
     listed = iter(['[{"id": 4782}]', '[{"id": 4782}]'])
     assert not fence.evict("head01", "osd01-fence", "shared")
+
+
+def test_a_shutdown_that_logs_nothing_for_a_minute_is_hung(fence: ModuleType, tmp_path: Path):
+    log = tmp_path / "slurmctld.log"
+    log.write_text(
+        "[2026-12-02T19:16:15.150] Performing RPC: REQUEST_SHUTDOWN\n"
+        "[2026-12-02T19:16:15.150] Terminate signal (SIGINT or SIGTERM) received\n"
+        "[2026-12-02T19:16:15.182] Saving all slurm state\n"
+    )
+    written = log.stat().st_mtime
+    assert not fence.stop_hung(str(log), 60, written + 30)  # still within its minute
+    assert fence.stop_hung(str(log), 60, written + 61)
+    log.write_text("[2026-12-02T19:16:20.000] Running as primary controller\n")
+    assert not fence.stop_hung(str(log), 60, log.stat().st_mtime + 600)  # quiet, not stopping
+    assert not fence.stop_hung(str(tmp_path / "missing.log"), 60, written + 600)
