@@ -201,19 +201,20 @@ def _wait_bound(fab: str, queue: int, stage: ProcRef, within_s: float = 15) -> N
     raise LabError(f"the delay stage for queue {queue} did not start (see its log)")
 
 
-def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:
+def loss_table(ports: list[Port], pct: float) -> str:
+    """The nftables bridge table that drops that share of the frames the ports' nodes send."""
     per_10k = round(pct * 100)
-    rules = "".join(
-        f'    iifname "{p.switch_port}" numgen random mod 10000 < {per_10k} counter drop\n'
-        for p in ports
+    # numgen's range is 0-9999: "< 10000" is refused, so all is an unconditional drop
+    share = f"numgen random mod 10000 < {per_10k} " if per_10k < 10000 else ""
+    rules = "".join(f'    iifname "{p.switch_port}" {share}counter drop\n' for p in ports)
+    return (
+        f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
+        f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
     )
-    run(
-        netns_exec(fab, ["nft", "-f", "-"]),
-        input_text=(
-            f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
-            f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
-        ),
-    )
+
+
+def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:
+    run(netns_exec(fab, ["nft", "-f", "-"]), input_text=loss_table(ports, pct))
 
 
 def loss_counters(names: LabNames) -> dict[str, int]:

@@ -187,6 +187,21 @@ def test_a_frozen_node_is_frozen_through_its_own_cgroup_and_thawed(
     )
 
 
+@pytest.mark.parametrize("pct", [2.0, 99.99, 100.0])
+def test_the_loss_table_is_valid_nftables_up_to_all_frames(
+    expanded: dict[str, Any], pct: float
+) -> None:
+    ports = faults.node_ports(expanded, "head01", None)
+    table = faults.loss_table(ports, pct)
+    assert table.count("counter drop") == len(ports)
+    assert ("numgen" in table) == (pct < 100)
+    # nft's own parser, check only (-c): nothing is applied to this machine
+    checked = subprocess.run(
+        ["nft", "-c", "-f", "-"], input=table, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_gpu_hosts_get_nvidia_stand_ins(expanded: dict[str, Any]) -> None:
     nodes = hardware.device_nodes(expanded["hosts"]["gpu01"], {})
     assert ("nvidia0", "c", 195, 0) in nodes and ("nvidia1", "c", 195, 1) in nodes

@@ -350,7 +350,8 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         lost_at = time.monotonic()
         outage = fault(primary, 900, kind)  # bounded by itself if this test dies
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
+        applied = outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
+        assert ("link down" if kind == "--down" else "hung") in applied, applied
         submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
         tries = timeout * 3 // 5 + 20
         during = (
