@@ -1,17 +1,19 @@
 """Failover figures on a converged lab (docs/reliability.md): how long the backup controller
-takes to be in control after the primary's slurmctld dies, how long a lost compute node takes
+takes to be in control after the primary's slurmctld dies and after the primary's whole node
+is cut off (and the primary to take control back), how long a lost compute node takes
 to be set DOWN and to come back, each against a baseline measured in the same run with
 everything up.
 
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/cluster-plan lab up inventory/lab/cluster.yml
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/ansible-playbook -i inventory/lab/cluster.yml site.yml
     CLUSTER_PLAN_LAB_ID=ID .venv/bin/python benchmarks/bench_failover.py [--plan PLAN]
-        [--node NODE] [--rounds 5]
+        [--node NODE] [--rounds 5] [--faults kill,down,freeze,compute]
 
 (or any lab a `pytest -m lab` session converged and left up with CLUSTER_PLAN_LAB_CONVERGED=1).
 Prints figures; asserts nothing about time. Needs root and a converged lab whose plan has an
 HA pair; says so and exits 0 without them, so `make bench` runs anywhere. It kills the
-primary's slurmctld and cuts one compute node's links, then puts both back: run it on a lab.
+primary's slurmctld, cuts the primary's links and one compute node's, then puts them back:
+run it on a lab.
 
 Every time is read inside the nodes (`date +%s.%N`: the nodes share this machine's clock),
 so the cost of reaching a node from here is not in the figures. Polls run every 0.2 s, each
@@ -133,11 +135,68 @@ def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> Non
     ran_again = stamps(on_node(plan, client, f"{NOW}; {run_job}; {NOW}"))
     print(f"primary's slurmctld killed ({primary}; backup {backup}, SlurmctldTimeout {timeout} s):")
     print(f"  backup in control (answers squeue)       {answered[0] - killed[0]:7.2f} s")
+    print(f"  killed -> first job accepted             {accepted[1] - killed[0]:7.2f} s")
     print(f"  a job accepted during the outage         {accepted[1] - accepted[0]:7.2f} s")
     print(f"  srun true on the backup                  {ran[1] - ran[0]:7.2f} s")
     print(f"  primary started -> scontrol ping UP      {back[0] - started[0]:7.2f} s")
     print(f"  srun true after the hand-back            {ran_again[1] - ran_again[0]:7.2f} s")
     print(f"  takeover / SlurmctldTimeout              {(answered[0] - killed[0]) / timeout:7.2f}")
+
+
+LOSSES = {"down": "all links down", "freeze": "hung: processes frozen, nothing sent"}
+
+
+def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
+    """Every link of the primary's node down, its processes running (`down`), or the node
+    hung, its processes frozen and nothing it sends delivered (`freeze`): the backup
+    fences its CephFS client (slurmctld-fence) and takes over; when the node is back, the
+    primary mounts again and takes control back through the hand-back."""
+    group = set(expanded["groups"]["slurm_controller"])
+    primary, backup = [h for h in expanded["hosts"] if h in group]
+    client = expanded["groups"]["slurm_compute"][0]
+    timeout = expanded["scheduler"]["slurm"]["controller_timeout_s"]
+    submit = "sbatch --parsable --hold -p general -t 1 --wrap true"
+    log = "/var/log/slurm/slurmctld.log"
+    lines = int(on_node(plan, primary, f"wc -l < {log}").strip())
+    outage = subprocess.Popen(
+        [
+            str(BIN / "cluster-plan"),
+            "lab",
+            "fault",
+            plan,
+            primary,
+            f"--{kind}",
+            "--duration",
+            "900",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert outage.stdout is not None
+        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
+        cut = time.time()
+        # Each try may wait on the lost primary first (Slurm's clients try it before the
+        # backup), so tries are not bounded to a second as in `until`.
+        tries = f"for i in $(seq {timeout * 10}); do timeout 120 {submit} && {{ {NOW}; exit 0; }}; "
+        accepted = stamps(on_node(plan, client, tries + "sleep 1; done; exit 1"))
+    finally:
+        run(str(BIN / "cluster-plan"), "lab", "fault", plan, primary, "--clear")
+        restored = time.time()
+        outage.terminate()
+        outage.wait(timeout=60)
+    # In control again: the primary's log says so after the hand-back, and both answer.
+    primary_back = f"tail -n +{lines + 1} {log} | grep -q 'Running as primary controller'"
+    back = stamps(on_node(plan, primary, until(primary_back, 600)))
+    both = stamps(on_node(plan, client, until("test $(scontrol ping | grep -c 'is UP') = 2", 300)))
+    on_node(plan, client, "scancel --state=PENDING --user=root --partition=general")
+    print(f"primary's node {primary} lost ({LOSSES[kind]}; backup {backup}):")
+    print(f"  node lost -> first job accepted          {accepted[0] - cut:7.2f} s")
+    print(f"  first job / SlurmctldTimeout             {(accepted[0] - cut) / timeout:7.2f}")
+    print(f"  node back -> primary in control          {back[0] - restored:7.2f} s")
+    print(f"  node back -> both controllers UP         {both[0] - restored:7.2f} s")
 
 
 def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
@@ -160,7 +219,7 @@ def node_lost(plan: str, expanded: dict[str, Any], node: str | None) -> None:
     )  # fmt: skip
     try:
         assert outage.stdout is not None
-        outage.stdout.readline()  # "NODE: down": the links are down from here
+        outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
         cut = time.time()
         down = stamps(on_node(plan, client, until(f"{state} | grep -q '^down'", timeout * 3)))
         rest, _ = outage.communicate(timeout=timeout * 3 + 120)
@@ -184,7 +243,17 @@ def main() -> int:
     parser.add_argument("--plan", default="inventory/lab/cluster.yml")
     parser.add_argument("--node", help="the compute node to cut off (default: the last one)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each baseline")
+    parser.add_argument(
+        "--faults",
+        default="kill,down,freeze,compute",
+        help="which faults, comma-separated: kill (the primary's slurmctld), down and freeze"
+        " (the primary's whole node), compute (a compute node); default: all",
+    )
     args = parser.parse_args()
+    chosen = set(args.faults.split(","))
+    unknown = chosen - {"kill", "down", "freeze", "compute"}
+    if unknown:
+        parser.error(f"--faults: unknown {', '.join(sorted(unknown))}")
     if os.geteuid() != 0:
         print("bench_failover: needs root (the lab); nothing measured")
         return 0
@@ -192,8 +261,13 @@ def main() -> int:
     if expanded is None:
         return 0
     print(f"lab {os.environ.get('CLUSTER_PLAN_LAB_ID', expanded['cluster']['name'])}")
-    controller_takeover(args.plan, expanded, args.rounds)
-    node_lost(args.plan, expanded, args.node)
+    if "kill" in chosen:
+        controller_takeover(args.plan, expanded, args.rounds)
+    for kind in ("down", "freeze"):
+        if kind in chosen:
+            primary_node_lost(args.plan, expanded, kind)
+    if "compute" in chosen:
+        node_lost(args.plan, expanded, args.node)
     return 0
 
 

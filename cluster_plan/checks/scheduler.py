@@ -167,6 +167,42 @@ def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Itera
             holding.where,
             hint=holding.hint,
         )
+    yield from _ha_single_points(plan, holding, nodes)
+
+
+# What a backup needs to read the shared state once the primary's node is gone: the CephFS's
+# monitors, metadata server and manager. slurmdbd is not among them: a backup taking over
+# with accounting away runs on the associations cached in the state (docs/reliability.md).
+_CEPHFS_SERVICES = ("ceph_mon", "ceph_mds", "ceph_mgr")
+
+
+def _ha_single_points(plan: Plan, holding: _SharedMount, nodes: list[Node]) -> Iterator[Finding]:
+    """An HA pair survives losing the primary's node only if the backup still has the state's
+    file system: a service it needs that only that node runs is a single point of failure."""
+    controllers = [n for n in nodes if "slurm_controller" in n.roles]
+    primary, backup = controllers[0], controllers[-1]
+    if holding.what == "the CephFS":
+        lost = [
+            role
+            for role in _CEPHFS_SERVICES
+            if role in primary.roles
+            and all(n.name == primary.name for n in nodes if role in n.roles)
+        ]
+    else:
+        server = (plan.get("storage") or {}).get("nfs", {}).get("server")
+        lost = ["nfs_server"] if server == primary.name else []
+    if lost:
+        yield Finding(
+            "ha-single-point",
+            f"the HA pair's backup {backup.name} needs {', '.join(lost)} to read the state on "
+            f"{holding.what}, and only the primary's node {primary.name} runs "
+            f"{'them' if len(lost) > 1 else 'it'}: losing that "
+            "node leaves the backup unable to take over",
+            ("node_groups", primary.group, "roles"),
+            severity="warning",
+            hint=f"give {', '.join(lost)} to another node group too (e.g. {backup.group}'s), "
+            "so that a standby runs away from the primary",
+        )
 
 
 def _server_note(share: _SharedMount, apart: list[str]) -> str:

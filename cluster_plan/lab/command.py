@@ -69,6 +69,11 @@ def register(subparsers: Any) -> None:
     fault.add_argument("--loss", help="drop this share of the frames the node sends, e.g. 2%%")
     fault.add_argument("--delay", help="delay the frames the node sends, e.g. 5ms")
     fault.add_argument("--down", action="store_true", help="take the node's link(s) down")
+    fault.add_argument(
+        "--freeze",
+        action="store_true",
+        help="hang the node: freeze its processes and drop all it sends",
+    )
     fault.add_argument("--clear", action="store_true", help="remove every fault from the node")
     fault.add_argument("--net", help="only this plan network's link (default: all)")
     fault.add_argument(
@@ -162,18 +167,19 @@ def _fault(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     names = for_plan(expanded)
     chosen = [args.rate, args.loss, args.delay]
     if args.clear:
-        if any(chosen) or args.down:
+        if any(chosen) or args.down or args.freeze:
             raise LabError("--clear cannot be combined with another fault")
         had = faults.clear(names, expanded, args.node)
         print(f"{args.node}: faults cleared" if had else f"{args.node}: had no fault")
         return 0
-    if not any(chosen) and not args.down:
-        raise LabError("give a fault: --rate, --loss, --delay, --down or --clear")
+    if not any(chosen) and not args.down and not args.freeze:
+        raise LabError("give a fault: --rate, --loss, --delay, --down, --freeze or --clear")
     fault = faults.Fault(
         rate_mbit=faults.parse_rate(args.rate) if args.rate else None,
         loss_pct=faults.parse_pct(args.loss) if args.loss else None,
         delay_ms=faults.parse_ms(args.delay) if args.delay else None,
         down=args.down,
+        freeze=args.freeze,
     )
     faults.apply(names, expanded, args.node, fault, args.net)
     print(f"{args.node}: {fault.describe()}")

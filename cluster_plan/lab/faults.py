@@ -7,7 +7,11 @@ node's own NIC queue for rate), so nothing a role does inside a node can undo it
 - delay: iptables NFQUEUE (br_netfilter) on the frames the node sends, held by the
          user-space stage in cluster_plan.lab.delay; with --queue-bypass, traffic flows
          undelayed whenever that stage is not running;
-- down:  the switch port is set down (the node sees NO-CARRIER).
+- down:  the switch port is set down (the node sees NO-CARRIER);
+- freeze: a hung node: every process of it frozen (cgroup freezer) and every frame it sends
+         dropped (the loss table at 100 %), links up. A frozen node whose kernel still
+         answered ARP and TCP handshakes would be a different fault: Slurm's clients connect
+         to such a primary, wait out MessageTimeout and never try the backup.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from cluster_plan.contract import ExpandedPlan
-from cluster_plan.lab import fabric, state
+from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
 from cluster_plan.lab.names import RUN_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, netns_exec, run, spawn
@@ -33,6 +37,7 @@ class Fault:
     loss_pct: float | None = None
     delay_ms: float | None = None
     down: bool = False
+    freeze: bool = False
 
     def describe(self) -> str:
         parts = []
@@ -44,6 +49,8 @@ class Fault:
             parts.append(f"delay {self.delay_ms:g}ms")
         if self.down:
             parts.append("link down")
+        if self.freeze:
+            parts.append("hung (processes frozen, nothing sent)")
         return ", ".join(parts) or "none"
 
 
@@ -123,8 +130,11 @@ def _apply(
         fabric.shape(names.node_ns(host), port.device, mbit, port.mtu)
         if fault.down:
             fabric.ip(fab, "link", "set", port.switch_port, "down")
-    if fault.loss_pct:
-        _nft_loss(fab, ports, fault.loss_pct)
+    if fault.freeze and not node.set_frozen(names, host, True):
+        raise LabError(f"cannot freeze {host}: this kernel has no cgroup freezer for the node")
+    loss_pct = 100.0 if fault.freeze else fault.loss_pct
+    if loss_pct:
+        _nft_loss(fab, ports, loss_pct)
     if fault.delay_ms:
         queue = list(expanded["hosts"]).index(host)
         for port in ports:
@@ -167,9 +177,10 @@ def _apply(
         _wait_bound(fab, queue, st.delays[host])
     st.faults[host] = {
         "rate_mbit": fault.rate_mbit,
-        "loss_pct": fault.loss_pct,
+        "loss_pct": loss_pct,
         "delay_ms": fault.delay_ms,
         "down": fault.down,
+        "freeze": fault.freeze,
         "ports": [p.switch_port for p in ports],
     }
     state.save(names.state_file, st)
@@ -190,19 +201,20 @@ def _wait_bound(fab: str, queue: int, stage: ProcRef, within_s: float = 15) -> N
     raise LabError(f"the delay stage for queue {queue} did not start (see its log)")
 
 
-def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:
+def loss_table(ports: list[Port], pct: float) -> str:
+    """The nftables bridge table that drops that share of the frames the ports' nodes send."""
     per_10k = round(pct * 100)
-    rules = "".join(
-        f'    iifname "{p.switch_port}" numgen random mod 10000 < {per_10k} counter drop\n'
-        for p in ports
+    # numgen's range is 0-9999: "< 10000" is refused, so all is an unconditional drop
+    share = f"numgen random mod 10000 < {per_10k} " if per_10k < 10000 else ""
+    rules = "".join(f'    iifname "{p.switch_port}" {share}counter drop\n' for p in ports)
+    return (
+        f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
+        f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
     )
-    run(
-        netns_exec(fab, ["nft", "-f", "-"]),
-        input_text=(
-            f"table bridge {NFT_TABLE} {{\n  chain loss {{\n"
-            f"    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
-        ),
-    )
+
+
+def _nft_loss(fab: str, ports: list[Port], pct: float) -> None:
+    run(netns_exec(fab, ["nft", "-f", "-"]), input_text=loss_table(ports, pct))
 
 
 def loss_counters(names: LabNames) -> dict[str, int]:
@@ -261,6 +273,7 @@ def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabStat
             pass
     st.faults.pop(host, None)
     _rewrite_loss(names, expanded, st)
+    node.set_frozen(names, host, False)  # thawed once its frames flow: it wakes up connected
     state.save(names.state_file, st)
     return had
 

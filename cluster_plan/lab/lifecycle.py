@@ -237,6 +237,7 @@ def _down(names: LabNames, expanded: ExpandedPlan) -> list[str]:
     removed: list[str] = []
     if st:
         for host, init in st.nodes.items():
+            node.set_frozen(names, host, False)  # a frozen process ignores even SIGKILL
             if init.alive():
                 node.stop(init)
                 removed.append(f"node {host}")
@@ -272,6 +273,7 @@ def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef
     st = state.load(names.state_file)
     if st is None or host not in st.nodes:
         raise LabError(f"node {host} is not part of a running lab {names.lab}")
+    node.set_frozen(names, host, False)
     node.stop(st.nodes[host])
     parent = st.services.get(f"boot-{host}")
     if parent:

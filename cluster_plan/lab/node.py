@@ -49,6 +49,19 @@ def make_cgroups(names: LabNames, host: str) -> list[Path]:
     return made
 
 
+def set_frozen(names: LabNames, host: str, frozen: bool) -> bool:
+    """Freeze (or thaw) every process of the node (its network stack still answers: the
+    `freeze` fault also drops what the node sends). Returns False when this kernel has no
+    freezer for the node's cgroup."""
+    v1 = CGROUP_ROOT / "freezer" / names.cgroup_rel(host) / "freezer.state"
+    v2 = CGROUP_ROOT / names.cgroup_rel(host) / "cgroup.freeze"
+    knob, value = (v1, "FROZEN" if frozen else "THAWED") if v1.exists() else (v2, str(int(frozen)))
+    if not knob.exists():
+        return False
+    knob.write_text(value)
+    return True
+
+
 def remove_cgroups(names: LabNames, host: str | None = None) -> None:
     """rmdir the node's cgroups bottom-up (systemd leaves empty slices behind)."""
     for root in cgroup_hierarchies():

@@ -169,6 +169,39 @@ def test_parse_loss_and_delay() -> None:
             faults.parse_ms(bad)
 
 
+def test_a_frozen_node_is_frozen_through_its_own_cgroup_and_thawed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = LabNames("t1")
+    monkeypatch.setattr(node, "CGROUP_ROOT", tmp_path)
+    assert not node.set_frozen(names, "head01", True)  # no freezer: said, not ignored
+    v1 = tmp_path / "freezer" / names.cgroup_rel("head01") / "freezer.state"
+    v1.parent.mkdir(parents=True)
+    v1.write_text("THAWED\n")
+    assert node.set_frozen(names, "head01", True)
+    assert v1.read_text() == "FROZEN"
+    assert node.set_frozen(names, "head01", False)
+    assert v1.read_text() == "THAWED"
+    assert faults.Fault(freeze=True, down=True).describe() == (
+        "link down, hung (processes frozen, nothing sent)"
+    )
+
+
+@pytest.mark.parametrize("pct", [2.0, 99.99, 100.0])
+def test_the_loss_table_is_valid_nftables_up_to_all_frames(
+    expanded: dict[str, Any], pct: float
+) -> None:
+    ports = faults.node_ports(expanded, "head01", None)
+    table = faults.loss_table(ports, pct)
+    assert table.count("counter drop") == len(ports)
+    assert ("numgen" in table) == (pct < 100)
+    # nft's own parser, check only (-c): nothing is applied to this machine
+    checked = subprocess.run(
+        ["nft", "-c", "-f", "-"], input=table, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_gpu_hosts_get_nvidia_stand_ins(expanded: dict[str, Any]) -> None:
     nodes = hardware.device_nodes(expanded["hosts"]["gpu01"], {})
     assert ("nvidia0", "c", 195, 0) in nodes and ("nvidia1", "c", 195, 1) in nodes

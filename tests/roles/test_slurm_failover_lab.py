@@ -225,9 +225,9 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
             on_node(ha.client, "scancel " + " ".join(jobs))
 
 
-def fault(node: str, seconds: int) -> subprocess.Popen[str]:
-    """`cluster-plan lab fault PLAN NODE --down --duration SECONDS`, in the background: it
-    clears the fault by itself when the time is up."""
+def fault(node: str, seconds: int, kind: str = "--down") -> subprocess.Popen[str]:
+    """`cluster-plan lab fault PLAN NODE --down --duration SECONDS` (or `--freeze`), in the
+    background: it clears the fault by itself when the time is up."""
     return subprocess.Popen(
         [
             str(BIN / "cluster-plan"),
@@ -235,7 +235,7 @@ def fault(node: str, seconds: int) -> subprocess.Popen[str]:
             "fault",
             str(PLAN),
             node,
-            "--down",
+            kind,
             "--duration",
             str(seconds),
         ],
@@ -311,6 +311,116 @@ def test_a_lost_node_goes_down_requeues_or_fails_its_jobs_and_returns_by_itself(
     finally:
         if outage is not None and outage.poll() is None:
             cli("lab", "fault", str(PLAN), lost, "--clear")
+            outage.send_signal(signal.SIGINT)
+            outage.wait(timeout=60)
+        if jobs:
+            on_node(ha.client, "scancel " + " ".join(jobs))
+
+
+def journal_since(cluster: SlurmHA, host: str, unit: str, since: str) -> str:
+    return cluster.sh(host, f"journalctl -u {unit} --since '{since}' -o cat")
+
+
+@pytest.mark.lab_changes
+@pytest.mark.parametrize("kind", ["--down", "--freeze"], ids=["links-down", "hung"])
+def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it_returns(
+    ha: SlurmHA, kind: str
+):
+    """The whole primary node lost: every link of head01 down (`lab fault --down`), its
+    processes still running, as after a dead NIC or switch port; or head01 hung (`lab fault
+    --freeze`): every process frozen and nothing sent, links up, as after a kernel hang. Its
+    CephFS client holds
+    capabilities on the state files that the backup must read; the backup's slurmctld-fence
+    evicts that client (the MDS blocklists it), the backup takes over, and the primary, once
+    back, finds its mount evicted, stops its slurmctld, mounts again and takes control back
+    through the hand-back, with nothing lost. slurmdbd (on head01) is away the whole time: the
+    backup runs on the associations cached in the state."""
+    primary, backup = ha.controllers
+    timeout = ha.slurm["controller_timeout_s"]
+    jobs: list[str] = []
+    outage: subprocess.Popen[str] | None = None
+    try:
+        before = sbatch(ha, "-p training -t 5 --wrap 'sleep 150'")
+        jobs.append(before)
+        running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
+        assert running["JobState"] == "RUNNING", running
+
+        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
+        lost_at = time.monotonic()
+        outage = fault(primary, 900, kind)  # bounded by itself if this test dies
+        assert outage.stdout is not None
+        applied = outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
+        assert ("link down" if kind == "--down" else "hung") in applied, applied
+        submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
+        tries = timeout * 3 // 5 + 20
+        during = (
+            ha.sh(
+                ha.client,
+                f"for i in $(seq {tries}); do {submit} && exit 0; sleep 5; done; exit 1",
+                timeout=timeout * 12 + 300,
+            )
+            .strip()
+            .splitlines()[-1]
+            .split(";")[0]
+        )
+        jobs.append(during)
+        print(f"\n{kind}: node lost -> first job accepted: {time.monotonic() - lost_at:.1f} s")
+        assert ping(ha) == {primary: "DOWN", backup: "UP"}
+        fenced = journal_since(ha, backup, "slurmctld-fence", since)
+        assert f"fenced {primary}" in fenced, fenced
+        assert "asked this backup's slurmctld to take control" in fenced, fenced
+        log = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        assert "taking over" in log, log[-2000:]
+
+        ended = wait_for(
+            lambda: [ha.job(j)["JobState"] for j in (before, during)],
+            lambda states: states == ["COMPLETED", "COMPLETED"],
+            timeout=300,
+        )
+        assert ended == ["COMPLETED", "COMPLETED"], ended
+
+        # head01 comes back: its evicted client makes it stop slurmctld, mount again and
+        # take control back through the hand-back (slurmctld-handback).
+        primary_lines = int(ha.sh(primary, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        back_since = ha.sh(primary, "date '+%Y-%m-%d %H:%M:%S'").strip()
+        cleared = cli("lab", "fault", str(PLAN), primary, "--clear")
+        assert cleared.returncode == 0, cleared.stderr
+        outage.send_signal(signal.SIGINT)
+        outage.communicate(timeout=60)
+        returned_at = time.monotonic()
+        primary_log = wait_for(
+            lambda: (
+                on_node(
+                    primary, f"tail -n +{primary_lines + 1} /var/log/slurm/slurmctld.log"
+                ).stdout
+            ),
+            lambda text: "Running as primary controller" in text,
+            timeout=600,
+            step=3,
+        )
+        assert "Running as primary controller" in primary_log, primary_log[-2000:]
+        state = wait_for(
+            lambda: ping(ha), lambda p: p == {primary: "UP", backup: "UP"}, timeout=180
+        )
+        assert state == {primary: "UP", backup: "UP"}, state
+        print(f"{kind}: node back -> primary in control: {time.monotonic() - returned_at:.1f} s")
+        rejoined = journal_since(ha, primary, "slurmctld-fence", back_since)
+        assert "mounting the file system again" in rejoined, rejoined
+        handback = journal_since(ha, primary, "slurmctld", back_since)
+        assert "backup controller 1 is in control" in handback, handback
+
+        after = sbatch(ha, "-p general -t 2 --wrap 'true'")
+        jobs.append(after)
+        assert int(after) > int(during)  # the job ids go on from the backup's
+        done = wait_for(lambda: ha.job(after), lambda j: j["JobState"] == "COMPLETED", 120)
+        assert done["JobState"] == "COMPLETED", done
+        # nothing lost: the primary knows both jobs of the outage and how they ended
+        assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
+        assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
+    finally:
+        if outage is not None and outage.poll() is None:
+            cli("lab", "fault", str(PLAN), primary, "--clear")
             outage.send_signal(signal.SIGINT)
             outage.wait(timeout=60)
         if jobs:
