@@ -90,7 +90,7 @@ def test_drift_and_backup_status_refuse_unknown_hosts_and_plans_without_backups(
     plan = tmp_path / "cluster.yml"
     text = PLAN.read_text()
     start = text.index("backups:")
-    plan.write_text(text[:start] + text[text.index("packages:") :])
+    plan.write_text(text[:start] + text[text.index("\npackages:") + 1 :])
     (tmp_path / "cluster.lock.json").write_text(PLAN.with_name("cluster.lock.json").read_text())
     assert cli.main(["backup", "status", str(plan)]) == 2
     assert "no backups section" in capsys.readouterr().err

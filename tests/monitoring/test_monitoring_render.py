@@ -108,7 +108,11 @@ def test_targets_name_every_node_with_its_place_and_teams(outputs):
     assert by_node["infer01"]["labels"]["teams"] == ",research,nlp,serving,"
     assert "teams" not in by_node["head01"]["labels"]  # no pool: ops alerts, no team's
     ceph = json.loads((outputs["cluster"] / "file_sd" / "ceph.json").read_text())
-    assert ceph == [{"targets": ["10.40.0.10:9283"], "labels": {"mgr": "head01"}}]
+    # every manager (only the active one answers: the HA pair's backup node runs a second)
+    assert ceph == [
+        {"targets": ["10.40.0.10:9283"], "labels": {"mgr": "head01"}},
+        {"targets": ["10.40.0.18:9283"], "labels": {"mgr": "osd01"}},
+    ]
     assert not (outputs["slurm-h100"] / "file_sd" / "ceph.json").exists()  # no Ceph planned
 
 

@@ -94,4 +94,7 @@ def test_every_storage_default_templates_for_plans_with_and_without_storage(lab_
     assert value("ceph", "ceph_pools", bare, "stor01") == []
     assert value("ceph", "ceph_cephfs", bare, "stor01") is None
     assert value("nfs", "nfs_exports", bare, "head01") == []
-    assert value("common", "common_firewall_restricted_services", bare, "head01") == []
+    restricted = value("common", "common_firewall_restricted_services", bare, "head01")
+    # no storage service; node_exporter stays, open to the monitoring server only
+    assert [s["name"] for s in restricted] == ["node_exporter"]
+    assert restricted[0]["sources"] == ["10.40.0.10/32"]
