@@ -167,17 +167,6 @@ def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Itera
             holding.where,
             hint=holding.hint,
         )
-    if holding.what != "the CephFS":
-        yield Finding(
-            "ha-state-unfenced",
-            f"state_save {state} is on {holding.what}: nothing can fence a lost primary's node "
-            "from it (its client keeps what it holds, and a primary that was only cut off may "
-            "write the state again), so the pair would survive a dead slurmctld but not a lost "
-            "node",
-            ("scheduler", "slurm", "state_save"),
-            hint="keep state_save under the CephFS mount (storage.ceph.cephfs.mount): the "
-            "backup evicts and blocklists the primary's client before it takes over",
-        )
     yield from _ha_single_points(plan, holding, nodes)
 
 

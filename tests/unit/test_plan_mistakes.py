@@ -572,7 +572,3 @@ def test_an_ha_pair_keeps_its_state_on_an_nfs_export_both_controllers_mount(
     )
     found = [f[2] for f in report(text) if f[1] == "ha-state-not-shared"]
     assert found == expected
-    # shared, yet refused: NFS has no way to fence a lost primary from the state (issue 24)
-    assert [f[2] for f in report(text) if f[1] == "ha-state-unfenced"] == [
-        "$.scheduler.slurm.state_save"
-    ]
