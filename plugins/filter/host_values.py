@@ -1,6 +1,6 @@
 """Filters that check a plan value against its grammar where a template writes it
-(cluster_plan.host_values): `grammar` (a schema grammar by name) and `authorized_key` (a
-key line sshd accepts)."""
+(cluster_plan.host_values): `grammar` (a schema grammar by name), `authorized_key` (a
+key line sshd accepts) and `systemd_argument` (one quoted argument of a unit's ExecStart)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,22 @@ def authorized_key(value: Any) -> str:
         raise AnsibleFilterError(str(exc)) from None
 
 
+def systemd_argument(value: Any) -> str:
+    """One argument of a unit's ExecStart, double-quoted so that systemd passes it as it is:
+    a plan's string is data, never more arguments, a variable or a specifier."""
+    text = str(value)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise AnsibleFilterError(f"refusing to write {text!r} into a unit: control characters")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{escaped}"'
+
+
 class FilterModule:
     """Ansible filters; see cluster_plan.host_values."""
 
     def filters(self) -> dict[str, Any]:
-        return {"grammar": grammar, "authorized_key": authorized_key}
+        return {
+            "grammar": grammar,
+            "authorized_key": authorized_key,
+            "systemd_argument": systemd_argument,
+        }

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 from cluster_plan.findings import PlanError
 from cluster_plan.monitoring.render import render
 from cluster_plan.monitoring.targets import (
@@ -68,16 +66,6 @@ def monitoring_gpus(host: dict[str, Any]) -> int:
     return int(accelerators.get("count") or 0)
 
 
-def systemd_argument(value: Any) -> str:
-    """One argument of a unit's ExecStart, double-quoted so that systemd passes it as it is:
-    a plan's string is data, never more arguments, a variable or a specifier."""
-    text = str(value)
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        raise AnsibleFilterError(f"refusing to write {text!r} into a unit: control characters")
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-    return f'"{escaped}"'
-
-
 class FilterModule:
     """Ansible filters; see each function's docstring."""
 
@@ -85,5 +73,4 @@ class FilterModule:
         return {
             "monitoring_rendering": monitoring_rendering,
             "monitoring_gpus": monitoring_gpus,
-            "systemd_argument": systemd_argument,
         }

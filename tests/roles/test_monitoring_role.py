@@ -15,7 +15,8 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.template import trust_as_template
-from monitoring_plan import monitoring_gpus, monitoring_rendering, systemd_argument
+from host_values import systemd_argument
+from monitoring_plan import monitoring_gpus, monitoring_rendering
 from role_render import ROLES, host_variables, render, templar, value
 
 from cluster_plan.exporters.bundle import bundle, write_bundle
