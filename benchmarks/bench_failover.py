@@ -97,16 +97,24 @@ def lab_ready(plan: str) -> dict[str, Any] | None:
     return expanded
 
 
-def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> None:
+SUBMIT = "sbatch --parsable --hold -p general -t 1 --wrap true"
+
+
+def ha_pair(expanded: dict[str, Any]) -> tuple[str, str, str, int]:
+    """The pair's primary and backup (plan order), the client the figures are read on (the
+    first compute node) and SlurmctldTimeout."""
     group = set(expanded["groups"]["slurm_controller"])
     primary, backup = [h for h in expanded["hosts"] if h in group]
     client = expanded["groups"]["slurm_compute"][0]
-    timeout = expanded["scheduler"]["slurm"]["controller_timeout_s"]
-    submit = "sbatch --parsable --hold -p general -t 1 --wrap true"
+    return primary, backup, client, expanded["scheduler"]["slurm"]["controller_timeout_s"]
+
+
+def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> None:
+    primary, backup, client, timeout = ha_pair(expanded)
     run_job = "srun -p general -t 1 true"
 
     ping = median_of(plan, client, "scontrol ping", rounds)
-    accept = median_of(plan, client, submit, rounds)
+    accept = median_of(plan, client, SUBMIT, rounds)
     turnaround = median_of(plan, client, run_job, rounds)
     on_node(plan, client, "scancel --state=PENDING --user=root --partition=general")
     print(f"baseline, both controllers up ({rounds} rounds, medians):")
@@ -118,7 +126,7 @@ def controller_takeover(plan: str, expanded: dict[str, Any], rounds: int) -> Non
         killed = stamps(on_node(plan, primary, f"{NOW}; systemctl kill --signal=SIGKILL slurmctld"))
         # In control means answering queries: a backup in standby refuses them.
         answered = stamps(on_node(plan, client, until("squeue -h -o %i", timeout * 4)))
-        accepted = stamps(on_node(plan, client, f"{NOW}; {submit}; {NOW}"))
+        accepted = stamps(on_node(plan, client, f"{NOW}; {SUBMIT}; {NOW}"))
         ran = stamps(on_node(plan, client, f"{NOW}; {run_job}; {NOW}"))
         on_node(plan, client, "scancel --state=PENDING --user=root --partition=general")
     finally:
@@ -151,11 +159,7 @@ def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
     hung, its processes frozen and nothing it sends delivered (`freeze`): the backup
     fences its CephFS client (slurmctld-fence) and takes over; when the node is back, the
     primary mounts again and takes control back through the hand-back."""
-    group = set(expanded["groups"]["slurm_controller"])
-    primary, backup = [h for h in expanded["hosts"] if h in group]
-    client = expanded["groups"]["slurm_compute"][0]
-    timeout = expanded["scheduler"]["slurm"]["controller_timeout_s"]
-    submit = "sbatch --parsable --hold -p general -t 1 --wrap true"
+    primary, backup, client, timeout = ha_pair(expanded)
     log = "/var/log/slurm/slurmctld.log"
     lines = int(on_node(plan, primary, f"wc -l < {log}").strip())
     outage = subprocess.Popen(
@@ -180,7 +184,7 @@ def primary_node_lost(plan: str, expanded: dict[str, Any], kind: str) -> None:
         cut = time.time()
         # Each try may wait on the lost primary first (Slurm's clients try it before the
         # backup), so tries are not bounded to a second as in `until`.
-        tries = f"for i in $(seq {timeout * 10}); do timeout 120 {submit} && {{ {NOW}; exit 0; }}; "
+        tries = f"for i in $(seq {timeout * 10}); do timeout 120 {SUBMIT} && {{ {NOW}; exit 0; }}; "
         accepted = stamps(on_node(plan, client, tries + "sleep 1; done; exit 1"))
     finally:
         run(str(BIN / "cluster-plan"), "lab", "fault", plan, primary, "--clear")
