@@ -91,6 +91,31 @@ def sbatch(cluster: SlurmHA, options: str, timeout: float = 180) -> str:
     return lab_helpers.sbatch(cluster.client, options, cluster.controllers[0], timeout)
 
 
+SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
+
+
+def log_lines(cluster: SlurmHA, host: str) -> int:
+    """How many lines the host's slurmctld log has: what a step wrote comes after them."""
+    return int(cluster.sh(host, f"wc -l < {SLURMCTLD_LOG}").strip())
+
+
+def log_after(cluster: SlurmHA, host: str, lines: int) -> str:
+    """What the host's slurmctld logged after its first `lines` lines."""
+    return cluster.sh(host, f"tail -n +{lines + 1} {SLURMCTLD_LOG}")
+
+
+def submit_through_outage(cluster: SlurmHA, tries: int, timeout: float) -> str:
+    """A job submitted while no controller may be in control: the client retries every 5 s
+    until a controller accepts it; its id."""
+    submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
+    out = cluster.sh(
+        cluster.client,
+        f"for i in $(seq {tries}); do {submit} && exit 0; sleep 5; done; exit 1",
+        timeout=timeout,
+    )
+    return out.strip().splitlines()[-1].split(";")[0]
+
+
 def both_controllers_up(cluster: SlurmHA) -> None:
     """Every controller's slurmctld running and answering (what the converge left, or what a
     test put back)."""
@@ -165,25 +190,14 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
 
-        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        backup_lines = log_lines(ha, backup)
         ha.sh(primary, "systemctl kill --signal=SIGKILL slurmctld")
         # Submitted while no controller is in control: the client retries until the backup
         # has taken over (within SlurmctldTimeout and a half, Slurm's own limit).
-        submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
-        tries = timeout * 3 // 5 + 10
-        during = (
-            ha.sh(
-                ha.client,
-                f"for i in $(seq {tries}); do {submit} && exit 0; sleep 5; done; exit 1",
-                timeout=timeout * 10 + 120,
-            )
-            .strip()
-            .splitlines()[-1]
-            .split(";")[0]
-        )
+        during = submit_through_outage(ha, timeout * 3 // 5 + 10, timeout * 10 + 120)
         jobs.append(during)
         assert ping(ha) == {primary: "DOWN", backup: "UP"}
-        log = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        log = log_after(ha, backup, backup_lines)
         assert "taking over" in log, log[-2000:]
 
         ended = wait_for(
@@ -195,14 +209,14 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
 
         # The primary comes back: before it starts, the backup in control saves all of its
         # state and stops (slurmctld-handback), then the primary reads the shared state.
-        log_lines = int(ha.sh(primary, "wc -l < /var/log/slurm/slurmctld.log").strip())
-        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        primary_lines = log_lines(ha, primary)
+        backup_lines = log_lines(ha, backup)
         since = ha.sh(primary, "date '+%Y-%m-%d %H:%M:%S'").strip()
         ha.sh(primary, "systemctl reset-failed slurmctld; systemctl start slurmctld")
         handback = ha.sh(primary, f"journalctl -u slurmctld --since '{since}' -o cat")
         assert "backup controller 1 is in control" in handback, handback
         assert f"{backup} saved its state and stopped" in handback, handback
-        stopping = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        stopping = log_after(ha, backup, backup_lines)
         assert "Saving all slurm state" in stopping, stopping[-2000:]
         assert "Old state possible" not in stopping, stopping[-2000:]
         state = wait_for(
@@ -217,7 +231,7 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         # nothing lost: the primary knows both jobs of the outage and how they ended
         assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
         # and it is the primary that is in control again, the backup a standby
-        primary_log = ha.sh(primary, f"tail -n +{log_lines + 1} /var/log/slurm/slurmctld.log")
+        primary_log = log_after(ha, primary, primary_lines)
         assert "Running as primary controller" in primary_log, primary_log[-2000:]
         assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
     finally:
@@ -345,32 +359,21 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
 
-        backup_lines = int(ha.sh(backup, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        backup_lines = log_lines(ha, backup)
         since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
         lost_at = time.monotonic()
         outage = fault(primary, 900, kind)  # bounded by itself if this test dies
         assert outage.stdout is not None
         applied = outage.stdout.readline()  # "NODE: link down" / "hung ...": from here
         assert ("link down" if kind == "--down" else "hung") in applied, applied
-        submit = "cd /tmp && sbatch --parsable -p general -t 2 --wrap 'sleep 5'"
-        tries = timeout * 3 // 5 + 20
-        during = (
-            ha.sh(
-                ha.client,
-                f"for i in $(seq {tries}); do {submit} && exit 0; sleep 5; done; exit 1",
-                timeout=timeout * 12 + 300,
-            )
-            .strip()
-            .splitlines()[-1]
-            .split(";")[0]
-        )
+        during = submit_through_outage(ha, timeout * 3 // 5 + 20, timeout * 12 + 300)
         jobs.append(during)
         print(f"\n{kind}: node lost -> first job accepted: {time.monotonic() - lost_at:.1f} s")
         assert ping(ha) == {primary: "DOWN", backup: "UP"}
         fenced = journal_since(ha, backup, "slurmctld-fence", since)
         assert f"fenced {primary}" in fenced, fenced
         assert "asked this backup's slurmctld to take control" in fenced, fenced
-        log = ha.sh(backup, f"tail -n +{backup_lines + 1} /var/log/slurm/slurmctld.log")
+        log = log_after(ha, backup, backup_lines)
         assert "taking over" in log, log[-2000:]
 
         ended = wait_for(
@@ -382,7 +385,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
 
         # head01 comes back: its evicted client makes it stop slurmctld, mount again and
         # take control back through the hand-back (slurmctld-handback).
-        primary_lines = int(ha.sh(primary, "wc -l < /var/log/slurm/slurmctld.log").strip())
+        primary_lines = log_lines(ha, primary)
         back_since = ha.sh(primary, "date '+%Y-%m-%d %H:%M:%S'").strip()
         cleared = cli("lab", "fault", str(PLAN), primary, "--clear")
         assert cleared.returncode == 0, cleared.stderr
@@ -390,11 +393,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         outage.communicate(timeout=60)
         returned_at = time.monotonic()
         primary_log = wait_for(
-            lambda: (
-                on_node(
-                    primary, f"tail -n +{primary_lines + 1} /var/log/slurm/slurmctld.log"
-                ).stdout
-            ),
+            lambda: on_node(primary, f"tail -n +{primary_lines + 1} {SLURMCTLD_LOG}").stdout,
             lambda text: "Running as primary controller" in text,
             timeout=600,
             step=3,
