@@ -167,7 +167,26 @@ def _ha_state(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -> Itera
             holding.where,
             hint=holding.hint,
         )
+    if holding.what != "the CephFS":
+        yield _unfenced(state, holding)
     yield from _ha_single_points(plan, holding, nodes)
+
+
+def _unfenced(state: str, holding: _SharedMount) -> Finding:
+    """The pair fences a lost primary from the CephFS by evicting its client session
+    (roles/slurm, slurmctld-fence); for an NFS export nothing does. A primary that was only
+    cut off keeps its mount and may write the state again when it returns, while the
+    backup is in control (docs/reliability.md, NFS-backed state)."""
+    return Finding(
+        "ha-state-unfenced",
+        f"state_save {state} is on {holding.what} ({holding.mount}): the HA pair survives a "
+        "dead slurmctld there, but nothing fences a lost primary's node from NFS, so after a "
+        "partition both controllers could write the state",
+        ("scheduler", "slurm", "state_save"),
+        severity="warning",
+        hint="put state_save on the CephFS (storage.ceph.cephfs), which the pair fences, or "
+        "suppress this warning with the reason your site accepts it (a fenced power supply)",
+    )
 
 
 # What a backup needs to read the shared state once the primary's node is gone: the CephFS's
