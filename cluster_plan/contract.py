@@ -292,11 +292,23 @@ class Receiver(TypedDict):
     email: str | None
 
 
+class AlertAfter(TypedDict):
+    """Minutes each condition lasts before its alert fires (Prometheus' `for`)."""
+
+    node_down: float  # three scrapes, at least 2, unless set
+    clock: float
+    nic: float
+    ceph_osd: float
+    slurm_down: float
+    slurm_drained: float
+
+
 class Monitoring(TypedDict):
     scrape_interval_s: int
     evaluation_interval_s: int
     retention_days: int
     throttle_minutes: int
+    alert_after_minutes: AlertAfter
     ceph_pool_full_pct: float
     acceptance_max_age_days: float
     backup_max_age_hours: float | None  # from backups.schedule unless set; None without backups

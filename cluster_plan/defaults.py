@@ -199,6 +199,14 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # a GPU under load may throttle for seconds; minutes of it cost a job's speed
     "monitoring.throttle_minutes": 5,
     # Ceph's own nearfull ratio; full (95 %) stops writes
+    # how long a condition lasts before it alerts: a chrony restart, a re-negotiating port or
+    # an OSD restarting must not page; monitoring.alert_after_minutes.node_down is derived below
+    "monitoring.alert_after_minutes": {},
+    "monitoring.alert_after_minutes.clock": 10,
+    "monitoring.alert_after_minutes.nic": 5,
+    "monitoring.alert_after_minutes.ceph_osd": 2,
+    "monitoring.alert_after_minutes.slurm_down": 5,
+    "monitoring.alert_after_minutes.slurm_drained": 10,
     "monitoring.ceph_pool_full_pct": 85,
     # the age `cluster-plan acceptance --when changed` accepts by default
     "monitoring.acceptance_max_age_days": 7,
@@ -329,8 +337,9 @@ def _monitoring_section(plan: dict[str, Any]) -> None:
 
 
 def _monitoring_derived(plan: dict[str, Any]) -> None:
-    """The backup age that alerts (the schedule's longest gap and a grace for the run) and
-    the receiver of alerts no route takes (the first receiver)."""
+    """The backup age that alerts (the schedule's longest gap and a grace for the run), how
+    long a node is silent before NodeDown (three scrapes) and the receiver of alerts no route
+    takes (the first receiver)."""
     monitoring = plan.get("monitoring")
     if not isinstance(monitoring, dict):
         return
@@ -339,6 +348,12 @@ def _monitoring_derived(plan: dict[str, Any]) -> None:
     if monitoring.get("backup_max_age_hours") is None:
         gap = longest_gap_hours(schedule) if isinstance(schedule, str) else None
         monitoring["backup_max_age_hours"] = None if gap is None else gap + BACKUP_GRACE_HOURS
+    after = monitoring.get("alert_after_minutes")
+    scrape = monitoring.get("scrape_interval_s")
+    if isinstance(after, dict) and after.get("node_down") is None and isinstance(scrape, int):
+        # three missed scrapes, so that one lost scrape never pages
+        minutes = max(2, 3 * scrape / 60)
+        after["node_down"] = int(minutes) if float(minutes).is_integer() else minutes
     receivers = monitoring.get("receivers")
     if monitoring.get("default_receiver") is None:
         names = list(receivers) if isinstance(receivers, dict) else []

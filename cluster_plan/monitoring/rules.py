@@ -73,7 +73,9 @@ def _about_node(expr: str) -> str:
 
 
 def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
-    wait = _minutes(max(2, 3 * monitoring["scrape_interval_s"] / 60))
+    after = monitoring["alert_after_minutes"]
+    wait = _minutes(after["node_down"])
+    clock = _minutes(after["clock"])
     return [
         _rule(
             "NodeDown",
@@ -91,7 +93,17 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
             "{{ $labels.node }}'s clock is not synchronised",
             "chronyc tracking and chronyc sources on the host; check the plan's NTP servers "
             "are reachable from it.",
-            "10m",
+            clock,
+        ),
+        # The kernel's sync flag above stays set for a while after chronyd stops (and in the
+        # lab's namespace nodes it is the host's): the unit's own state says it at once.
+        _rule(
+            "ClockServiceStopped",
+            'node_systemd_unit_state{job="node",name=~"chronyd?[.]service",state="active"} == 0',
+            "warning",
+            "chrony is not running on {{ $labels.node }}: its clock drifts unchecked",
+            "systemctl status chrony on the host; re-run site.yml's common stage.",
+            clock,
         ),
     ]
 
@@ -120,7 +132,9 @@ def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
     return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
 
 
-def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None) -> Rule:
+def _speed_rule(
+    group: str, device: str, gbps: float, racks: set[str] | None, wait: str
+) -> Rule:
     """racks: only the group's hosts in these racks (their access switches differ in speed)."""
     where = f",rack=~{_alternatives(sorted(racks))}" if racks else ""
     selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
@@ -132,12 +146,12 @@ def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None) ->
         f"below the plan's {_number(gbps)} Gb/s",
         "ethtool on the device: a port negotiated down, a bad cable or optic, or a link that "
         "is down (-1); compare with the switch port.",
-        "5m",
+        wait,
     )
     return _planned(rule, node_group=group, device=device, planned_gbps=_number(gbps))
 
 
-def _mtu_rule(group: str, device: str, mtu: int) -> Rule:
+def _mtu_rule(group: str, device: str, mtu: int, wait: str) -> Rule:
     selector = f'job="node",node_group={_quote(group)},device={_quote(device)}'
     rule = _rule(
         "NicWrongMtu",
@@ -147,19 +161,20 @@ def _mtu_rule(group: str, device: str, mtu: int) -> Rule:
         + f"the plan says {mtu}",
         "ip link show on the host; re-run site.yml's common stage (the plan sets the MTU); "
         "jumbo frames must match on every host and switch port of the network.",
-        "5m",
+        wait,
     )
     return _planned(rule, node_group=group, device=device, planned_mtu=str(mtu))
 
 
-def port_rules(plan: ExpandedPlan) -> list[Rule]:
+def port_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     speeds, mtus = _port_plan(plan)
+    wait = _minutes(monitoring["alert_after_minutes"]["nic"])
     rules = []
     for (group, device, gbps), racks in sorted(speeds.items()):
         # one speed for the device across the group: no rack filter
         alone = sum(1 for g, d, _ in speeds if (g, d) == (group, device)) == 1
-        rules.append(_speed_rule(group, device, gbps, None if alone else racks - {""}))
-    rules += [_mtu_rule(group, device, mtu) for group, device, mtu in sorted(mtus)]
+        rules.append(_speed_rule(group, device, gbps, None if alone else racks - {""}, wait))
+    rules += [_mtu_rule(group, device, mtu, wait) for group, device, mtu in sorted(mtus)]
     return rules
 
 
@@ -307,7 +322,7 @@ def ceph_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
             "critical",
             "{{ $labels.ceph_daemon }} on {{ $labels.hostname }} is down",
             "systemctl status ceph-osd@ID on the host; its disk (smartctl, dmesg).",
-            "2m",
+            _minutes(monitoring["alert_after_minutes"]["ceph_osd"]),
         ),
         _rule(
             "CephPoolNearlyFull",
@@ -321,10 +336,11 @@ def ceph_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     ]
 
 
-def slurm_rules(plan: ExpandedPlan) -> list[Rule]:
+def slurm_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     scheduler = plan["scheduler"]
     if not scheduler or scheduler["type"] != "slurm":
         return []
+    after = monitoring["alert_after_minutes"]
     state = 'cluster_plan_slurm_node_state{{state="{}"}} == 1'
     return [
         _rule(
@@ -333,7 +349,7 @@ def slurm_rules(plan: ExpandedPlan) -> list[Rule]:
             "critical",
             "Slurm node {{ $labels.node }} is down in partition {{ $labels.partition }}",
             "sinfo -R for the reason; scontrol update nodename=NODE state=resume once fixed.",
-            "5m",
+            _minutes(after["slurm_down"]),
         ),
         _rule(
             "SlurmNodeDrained",
@@ -342,7 +358,7 @@ def slurm_rules(plan: ExpandedPlan) -> list[Rule]:
             "Slurm node {{ $labels.node }} is {{ $labels.state }} in partition "
             "{{ $labels.partition }}",
             "sinfo -R names who drained it and why; resume it when the reason is gone.",
-            "10m",
+            _minutes(after["slurm_drained"]),
         ),
     ]
 
@@ -419,10 +435,10 @@ def alert_rules(plan: ExpandedPlan) -> dict[str, Any]:
     if monitoring is None:
         raise ValueError("the plan has no monitoring section")
     groups = [
-        ("nodes", node_rules(plan, monitoring) + port_rules(plan)),
+        ("nodes", node_rules(plan, monitoring) + port_rules(plan, monitoring)),
         ("gpus", gpu_rules(plan, monitoring)),
         ("ceph", ceph_rules(plan, monitoring)),
-        ("slurm", slurm_rules(plan)),
+        ("slurm", slurm_rules(plan, monitoring)),
         ("backups", backup_rules(plan, monitoring)),
         ("acceptance", acceptance_rules(plan, monitoring)),
     ]

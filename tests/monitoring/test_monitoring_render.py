@@ -218,9 +218,10 @@ def test_port_speeds_follow_each_rack_s_switch_and_a_nic_s_own_speed():
             "networks: [mgmt]}, {name: ens1, networks: [compute]}], disks:",
         )
     )
+    expanded = expanded_text(text)
     speed = {
         (r["labels"]["node_group"], r["labels"]["device"], r["labels"]["planned_gbps"]): r["expr"]
-        for r in port_rules(expanded_text(text))
+        for r in port_rules(expanded, expanded["monitoring"])
         if r["alert"] == "NicBelowPlanSpeed"
     }
     # the GPU group spans r1 (10 Gb/s) and r2 (25 Gb/s): one rule per rack's speed

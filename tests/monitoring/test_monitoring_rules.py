@@ -45,6 +45,9 @@ class Facts:
     max_temp_c: int
     backup_hours: int  # the schedule's gap (daily) plus two hours
     ceph: bool
+    node_down_minutes: int  # monitoring.alert_after_minutes (the lab plan's are 1 minute)
+    clock_minutes: int
+    drained_minutes: int
 
 
 LAB = Facts(
@@ -66,6 +69,9 @@ LAB = Facts(
     max_temp_c=85,
     backup_hours=26,
     ceph=True,
+    node_down_minutes=1,
+    clock_minutes=1,
+    drained_minutes=1,
 )
 H100 = Facts(
     plan="inventory/examples/slurm-h100.yml",
@@ -86,7 +92,17 @@ H100 = Facts(
     max_temp_c=83,
     backup_hours=26,
     ceph=False,
+    node_down_minutes=2,
+    clock_minutes=10,
+    drained_minutes=10,
 )
+
+
+def briefly(value: int, usual: int, at: int, wait: int) -> str:
+    """A series (a sample a minute) that holds `usual` and has held `value` for the last
+    `wait` samples up to minute `at`: pending for wait - 1 minutes, short of the rule's
+    `for` of `wait` minutes, so the alert must stay quiet."""
+    return f"{usual}x{at - wait} " + " ".join([str(value)] * wait)
 
 
 def selector(labels: dict[str, str]) -> str:
@@ -184,9 +200,9 @@ def node_cases(c: Cases) -> None:
         [("up", gpu, "1 0x10")],
         "10m",
         {**gpu, "severity": "critical"},
-        f"{f.gpu_node} is down: its node_exporter has not answered for 2m",
+        f"{f.gpu_node} is down: its node_exporter has not answered for {f.node_down_minutes}m",
     )
-    c.quiet_when("NodeDown", [("up", gpu, "1x8 0 0")], "10m")  # down for 1 minute only
+    c.quiet_when("NodeDown", [("up", gpu, briefly(0, 1, 10, f.node_down_minutes))], "10m")
     c.quiet_when("NodeDown", [("up", gpu, "1x10")], "10m")
     c.fires(
         "ClockUnsynchronised",
@@ -197,6 +213,20 @@ def node_cases(c: Cases) -> None:
     )
     c.quiet_when(
         "ClockUnsynchronised", [("node_timex_sync_status", c.head_target(), "1x15")], "15m"
+    )
+    chrony = {**c.head_target(), "name": "chrony.service", "state": "active"}
+    c.fires(
+        "ClockServiceStopped",
+        [("node_systemd_unit_state", chrony, "0x15")],
+        "15m",
+        {**chrony, "severity": "warning"},
+        f"chrony is not running on {f.head}: its clock drifts unchecked",
+    )
+    c.quiet_when("ClockServiceStopped", [("node_systemd_unit_state", chrony, "1x15")], "15m")
+    c.quiet_when(  # a restart, stopped for less than the plan's wait
+        "ClockServiceStopped",
+        [("node_systemd_unit_state", chrony, briefly(0, 1, 15, f.clock_minutes))],
+        "15m",
     )
     port = {**gpu, "device": f.fast_device}
     c.fires(
@@ -423,10 +453,14 @@ def slurm_cases(c: Cases) -> None:
         {**own, "partition": "training", "state": "drained", "severity": "warning"},
         f"Slurm node {f.gpu_node} is drained in partition training",
     )
-    c.quiet_when(  # drained for 5 minutes: someone at work on it
+    c.quiet_when(  # drained for less than the plan's wait: someone at work on it
         "SlurmNodeDrained",
         [
-            ("cluster_plan_slurm_node_state", {**state, "state": "drained"}, "0x10 1x5"),
+            (
+                "cluster_plan_slurm_node_state",
+                {**state, "state": "drained"},
+                briefly(1, 0, 15, f.drained_minutes),
+            ),
             ("up", gpu, "1x15"),
         ],
         "15m",

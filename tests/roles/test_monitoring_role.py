@@ -82,6 +82,9 @@ def test_node_exporter_listens_on_the_management_address_with_the_textfile_dir(l
     assert _args(text) == [
         f"--web.listen-address={address}:9100",
         "--collector.textfile.directory=/var/lib/prometheus/node-exporter",
+        # chrony's unit, for ClockServiceStopped; the regex is anchored by node_exporter
+        "--collector.systemd",
+        "--collector.systemd.unit-include=chronyd?[.]service",
     ]
 
 
@@ -126,10 +129,11 @@ def test_one_package_list_per_host(lab_expanded):
     def packages(host: str) -> list[str]:
         return list(value(ROLE, "monitoring_host_packages", lab_expanded, host, _vars()))
 
-    assert packages("stor01") == ["prometheus-node-exporter"]
-    assert packages("gpu01") == ["prometheus-node-exporter", "python3", "python3-prometheus-client"]
+    node = ["prometheus-node-exporter", "dbus"]
+    assert packages("stor01") == node
+    assert packages("gpu01") == [*node, "python3", "python3-prometheus-client"]
     assert packages("head01") == [
-        "prometheus-node-exporter",
+        *node,
         "python3",
         "python3-prometheus-client",
         "prometheus",
@@ -283,7 +287,7 @@ def test_the_record_names_what_each_host_runs(lab_expanded):
     assert stor == {
         "files": ["/etc/default/prometheus-node-exporter"],
         "paths": ["/var/lib/prometheus/node-exporter"],
-        "packages": ["prometheus-node-exporter"],
+        "packages": ["prometheus-node-exporter", "dbus"],
         "services": ["prometheus-node-exporter"],
     }
     lab_expanded["monitoring"] = None
