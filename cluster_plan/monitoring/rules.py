@@ -132,9 +132,7 @@ def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
     return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
 
 
-def _speed_rule(
-    group: str, device: str, gbps: float, racks: set[str] | None, wait: str
-) -> Rule:
+def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None, wait: str) -> Rule:
     """racks: only the group's hosts in these racks (their access switches differ in speed)."""
     where = f",rack=~{_alternatives(sorted(racks))}" if racks else ""
     selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
