@@ -2,7 +2,8 @@
 each node's backups (`cluster-plan backup status --format json`) and the drift found (`cluster-plan
 drift --format json`).
 
-Each source is optional: a metric whose source was not given is left out. The backup and drift
+Each source is optional: a metric whose source was not given, or whose saved file is not there
+yet, is left out. The backup and drift
 documents are read from a file an earlier run saved, or made by running the command now.
 """
 
@@ -146,8 +147,10 @@ def state_families(
 
 
 def _document(saved: Path | None, plan: Path | None, command: list[str]) -> Document | None:
+    """The saved document; None when it was not delivered yet (the monitoring role copies the
+    controller's when it has one), like an acceptance history with no run."""
     if saved is not None:
-        return read_document(saved)
+        return read_document(saved) if saved.exists() else None
     return run_document(plan, command) if plan is not None else None
 
 

@@ -131,6 +131,14 @@ def test_every_state_metric_from_its_source(sources: dict[str, Path]) -> None:
 def test_sources_not_given_leave_their_metrics_out(tmp_path: Path) -> None:
     assert collect_state(tmp_path / "none.sqlite", "lab", None, None, None) == []
     assert collect_state(None, None, None, None, None) == []
+    # saved files not delivered yet (the monitoring role copies what the controller has)
+    absent = tmp_path / "absent.json"
+    assert collect_state(tmp_path / "none.sqlite", "lab", absent, absent, None) == []
+
+
+def test_a_delivered_document_alone_gives_its_metrics(sources: dict[str, Path], tmp_path: Path):
+    families = collect_state(None, None, tmp_path / "absent.json", sources["drift"], None)
+    assert {name for name, _ in parse(exposition(families))} == {"cluster_plan_drift_findings"}
 
 
 def test_documents_made_by_running_the_commands(tmp_path: Path) -> None:

@@ -181,6 +181,35 @@ def test_timer_follows_the_plan_scrape_interval(lab_expanded):
     assert "WantedBy=timers.target" in text
 
 
+def test_the_state_collector_reads_the_documents_delivered_to_it(lab_expanded):
+    (_, state) = _collectors(lab_expanded, "head01")
+    args = _exec_start(_unit(lab_expanded, "head01", state))
+    folder = "/var/lib/cluster-plan/state"
+    assert args[args.index("state") + 3 :] == [
+        "--history", f"{folder}/history.sqlite", "--cluster", "lab",
+        "--backup-status", f"{folder}/backup-status.json", "--drift", f"{folder}/drift.json",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("database", "expected"),
+    [
+        (None, "/repo/playbooks/../reports/lab/history.sqlite"),  # beside the reports
+        ("/srv/history.sqlite", "/srv/history.sqlite"),
+        ("history/lab.sqlite", "/repo/inventory/lab/history/lab.sqlite"),  # the plan's folder
+    ],
+)
+def test_the_history_delivered_is_the_one_acceptance_writes(lab_expanded, database, expected):
+    lab_expanded["acceptance"]["history"]["database"] = database
+    places = {"playbook_dir": "/repo/playbooks", "inventory_dir": "/repo/inventory/lab"}
+    documents = value(ROLE, "monitoring_state_documents", lab_expanded, "head01", _vars(places))
+    assert documents == {
+        "history.sqlite": expected,
+        "backup-status.json": "/repo/playbooks/../reports/lab/backup-status.json",
+        "drift.json": "/repo/playbooks/../reports/lab/drift.json",
+    }
+
+
 @pytest.mark.parametrize(
     "hostile",
     ['x" --plan /etc/shadow', "/srv/%h/$USER", "a b", "back\\slash"],
