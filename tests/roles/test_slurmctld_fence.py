@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -133,6 +134,8 @@ def test_the_eviction_names_the_client_by_its_id_and_checks_none_is_left(
     listed = iter(['[{"id": 4782}]', "[]"])
 
     def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        if argv[3:5] == ["fs", "get"]:
+            return subprocess.CompletedProcess(argv, 0, fs_get("up:active"), "")
         calls.append(argv)
         out = next(listed) if "ls" in argv else ""
         return subprocess.CompletedProcess(argv, 0, out, "")
@@ -150,6 +153,46 @@ def test_the_eviction_names_the_client_by_its_id_and_checks_none_is_left(
     # a session still there after the eviction is not a fence
     listed = iter(['[{"id": 4782}]', '[{"id": 4782}]'])
     assert not fence.evict("head01", "osd01-fence", "shared")
+
+
+def fs_get(state: str | None) -> str:
+    """`ceph fs get shared --format json` as Ceph 16 answers it (trimmed): rank 0 held by
+    osd01's MDS in this state, or held by none."""
+    up = {} if state is None else {"mds_0": 4422}
+    info = {} if state is None else {"gid_4422": {"name": "osd01", "rank": 0, "state": state}}
+    return json.dumps({"mdsmap": {"fs_name": "shared", "up": up, "info": info}})
+
+
+@pytest.mark.parametrize(
+    ("state", "evicts"),
+    [
+        ("up:active", True),
+        ("up:clientreplay", True),  # waiting for the lost client's sessions: evict them
+        ("up:replay", False),
+        ("up:reconnect", False),  # the lab's case: `client ls` answers [] here
+        ("up:rejoin", False),
+        (None, False),  # no MDS holds rank 0
+    ],
+)
+def test_no_eviction_while_rank_0_fails_over(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch, state: str | None, evicts: bool
+):
+    """When the lost node ran the active MDS, a standby takes rank 0 over; until it serves, no
+    session is listed and an eviction matches nothing. "None left" then is no fence: the
+    helper must wait and try again, not tell its slurmctld to take over."""
+    asked: list[list[str]] = []
+
+    def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        asked.append(argv)
+        if argv[3:5] == ["fs", "get"]:
+            return subprocess.CompletedProcess(argv, 0, fs_get(state), "")
+        return subprocess.CompletedProcess(argv, 0, "[]", "")
+
+    monkeypatch.setattr(fence, "run", fake_run)
+    assert fence.evict("head01", "osd01-fence", "shared") is evicts
+    assert any("evict" in argv for argv in asked) is evicts
+    assert fence.rank0_state(fs_get(state)) == (state or "failed")
+    assert fence.rank0_state("not json") is None
 
 
 def test_a_shutdown_that_logs_nothing_for_a_minute_is_hung(fence: ModuleType, tmp_path: Path):
