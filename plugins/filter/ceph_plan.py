@@ -209,9 +209,25 @@ def ceph_client_caps(fs_name: str) -> dict[str, str]:
     }
 
 
-def ceph_config_options(plan: Plan) -> list[dict[str, str]]:
-    """Options for the monitors' configuration database: the plan's memory settings, then
-    its extra `config` (who, option, value)."""
+def mds_affinity(plan: Plan, mds_hosts: list[str], controllers: list[str]) -> list[dict[str, str]]:
+    """`mds_join_fs` for every MDS but the one on the node of a Slurm HA pair's primary: the
+    monitors then keep the CephFS's active MDS away from that node (and move it away when it
+    is there). Losing the primary's node then costs no MDS failover, whose reconnect phase
+    waits up to mds_reconnect_timeout (45 s) for the lost client before the backup can evict
+    it (docs/reliability.md)."""
+    fs = ceph_cephfs(plan)
+    if not fs or len(controllers) < 2 or controllers[0] not in mds_hosts:
+        return []
+    others = [h for h in mds_hosts if h != controllers[0]]
+    return [{"who": f"mds.{h}", "name": "mds_join_fs", "value": str(fs["name"])} for h in others]
+
+
+def ceph_config_options(
+    plan: Plan, mds_hosts: list[str] | None = None, controllers: list[str] | None = None
+) -> list[dict[str, str]]:
+    """Options for the monitors' configuration database: the plan's memory settings, the
+    MDS affinity of an HA pair (mds_affinity), then the plan's extra `config` (who, option,
+    value)."""
     memory = ceph_memory(plan)
     if not memory:
         return []
@@ -230,6 +246,7 @@ def ceph_config_options(plan: Plan) -> list[dict[str, str]]:
                 "value": memory["bluestore_cache_mib"] * mib,
             },
         ]
+    options += mds_affinity(plan, mds_hosts or [], controllers or [])
     for section, values in sorted((_ceph(plan).get("config") or {}).items()):
         for name, value in sorted(values.items()):
             text = str(value).lower() if isinstance(value, bool) else str(value)

@@ -10,7 +10,7 @@ from typing import Any
 import ceph_plan as plan_filters
 import pytest
 import yaml
-from role_render import render
+from role_render import render, value
 
 ROOT = Path(__file__).resolve().parents[2]
 # The modules import their helper from the collection, which role_render makes importable.
@@ -121,6 +121,25 @@ def test_memory_settings_become_config_database_options(lab_expanded):
     }
     assert options[("osd", "osd_memory_target")] == str(4096 << 20)
     assert ("osd", "bluestore_cache_size") not in options
+
+
+def test_the_active_mds_is_kept_off_the_ha_primary_node(lab_expanded):
+    """The lab's head01 is the Slurm HA pair's primary and one of two MDS hosts: osd01's MDS
+    gets the CephFS's affinity, so the monitors keep the active MDS there. Losing head01 then
+    costs the pair no MDS failover (docs/reliability.md)."""
+    fs = lab_expanded["storage"]["ceph"]["cephfs"]["name"]
+    affinity = [
+        o
+        for o in value("ceph", "ceph_config_options", lab_expanded, "stor01")
+        if o["name"] == "mds_join_fs"
+    ]
+    assert affinity == [{"who": "mds.osd01", "name": "mds_join_fs", "value": fs}]
+    options = plan_filters.ceph_config_options
+    # one controller, or a primary that runs no MDS: nothing to keep away from
+    assert not [o for o in options(lab_expanded, ["head01", "osd01"], ["head01"])
+                if o["name"] == "mds_join_fs"]  # fmt: skip
+    assert not [o for o in options(lab_expanded, ["osd01", "stor01"], ["head01", "osd01"])
+                if o["name"] == "mds_join_fs"]  # fmt: skip
 
 
 def test_osd_disks_use_the_plan_device_or_the_lab_name(lab_expanded):
