@@ -4,6 +4,9 @@ README and lint are checked for every role by tests/roles/test_role_quality.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from cluster_plan.cli import main
 
@@ -40,9 +43,27 @@ def _acceptance_when(playbook: str) -> str:
     inventory = InventoryManager(loader=loader, sources=["localhost,"])
     variables = VariableManager(loader=loader, inventory=inventory)
     book = Playbook.load(str(ROLE.parents[1] / playbook), variable_manager=variables, loader=loader)
-    (play,) = [p for p in book.get_plays() if "net_acceptance" in [r.get_name() for r in p.roles]]
+    (play,) = [p for p in book.get_plays() if "net_acceptance" in _roles_run(p)]
     resolved = variables.get_vars(play=play, host=inventory.get_host("localhost"))
-    return str(resolved["net_acceptance_when"])
+    # the play includes the role from a task, so its defaults apply only when it runs: a value
+    # the play (or the import of it) does not set is the role's default
+    default = yaml.safe_load((ROLE / "defaults/main.yml").read_text())["net_acceptance_when"]
+    return str(resolved.get("net_acceptance_when", default))
+
+
+def _roles_run(play: Any) -> set[str]:
+    """The roles a play runs: its roles: list and every include_role/import_role in its tasks,
+    blocks, rescues and always sections included."""
+    names = {role.get_name() for role in play.roles}
+    pending = list(play.tasks)
+    while pending:
+        item = pending.pop()
+        if hasattr(item, "block"):  # a Block: walk its three sections
+            pending += [*item.block, *item.rescue, *item.always]
+        elif item.action in {"include_role", "import_role", "ansible.builtin.include_role",
+                             "ansible.builtin.import_role"}:  # fmt: skip
+            names.add(item.args.get("name") or getattr(item, "_role_name", ""))
+    return names
 
 
 def test_only_the_site_re_run_is_gated() -> None:

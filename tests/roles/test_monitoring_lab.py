@@ -352,7 +352,7 @@ class Faults:
             if cleared.returncode != 0:
                 problems.append(f"lab fault --clear {self.cut}: {cleared.stderr}")
             self.outage.terminate()
-            self.outage.wait(timeout=60)
+            self.outage.communicate(timeout=60)  # reaps it and closes its pipe
             self.outage = None
         for host, script in (
             (self.server, f"scontrol update nodename={self.cut},{self.drained} state=resume"),
