@@ -14,6 +14,7 @@ put everything back. Timings are benchmarks/bench_failover.py's business, not as
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -116,6 +117,24 @@ def submit_through_outage(cluster: SlurmHA, tries: int, timeout: float) -> str:
     return out.strip().splitlines()[-1].split(";")[0]
 
 
+def held_by_saved_state(cluster: SlurmHA, job: str, running_since: float) -> None:
+    """Wait until the state the backup would read holds `job` as it runs. slurmctld writes its
+    state in a thread of its own, at most every 5 s (SAVE_MAX_WAIT in state_save.c), and the
+    primary's ceph-fuse client buffers the writes: a job accepted in the seconds before the
+    primary is lost may be in neither, as with a local disk (docs/reliability.md). Reading the
+    job file from the backup makes the MDS recall the primary's capabilities, which flushes
+    them; 6 s after the job started, the save its start asked for has been written."""
+    backup = cluster.controllers[-1]
+    name = cluster.job(job)["JobName"]
+    job_file = f"{cluster.slurm['state_save']}/job_state"
+
+    def saved() -> bool:
+        found = on_node(backup, f"grep -c -a -F -- {name} {job_file}", timeout=60).stdout
+        return found.strip() not in ("", "0") and time.monotonic() - running_since >= 6
+
+    assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({name}) not in {job_file}"
+
+
 def both_controllers_up(cluster: SlurmHA) -> None:
     """Every controller's slurmctld running and answering (what the converge left, or what a
     test put back)."""
@@ -185,10 +204,13 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
     try:
         # Long enough to run on past the takeover (about 1.2 x SlurmctldTimeout on the lab,
         # docs/reliability.md); every second more is waited for below.
-        before = sbatch(ha, f"-p training -t 5 --wrap 'sleep {timeout * 2}'")
+        before = sbatch(
+            ha, f"-p training -t 5 -J ha-kill-{os.getpid()} --wrap 'sleep {timeout * 2}'"
+        )
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
+        held_by_saved_state(ha, before, time.monotonic())
 
         backup_lines = log_lines(ha, backup)
         ha.sh(primary, "systemctl kill --signal=SIGKILL slurmctld")
@@ -326,7 +348,8 @@ def test_a_lost_node_goes_down_requeues_or_fails_its_jobs_and_returns_by_itself(
         if outage is not None and outage.poll() is None:
             cli("lab", "fault", str(PLAN), lost, "--clear")
             outage.send_signal(signal.SIGINT)
-            outage.wait(timeout=60)
+        if outage is not None:
+            outage.communicate(timeout=60)  # reaps it and closes its pipe
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))
 
@@ -354,10 +377,13 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
     jobs: list[str] = []
     outage: subprocess.Popen[str] | None = None
     try:
-        before = sbatch(ha, "-p training -t 5 --wrap 'sleep 150'")
+        before = sbatch(
+            ha, f"-p training -t 5 -J ha-node{kind[1:]}-{os.getpid()} --wrap 'sleep 150'"
+        )
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
+        held_by_saved_state(ha, before, time.monotonic())
 
         backup_lines = log_lines(ha, backup)
         since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
@@ -421,6 +447,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         if outage is not None and outage.poll() is None:
             cli("lab", "fault", str(PLAN), primary, "--clear")
             outage.send_signal(signal.SIGINT)
-            outage.wait(timeout=60)
+        if outage is not None:
+            outage.communicate(timeout=60)  # reaps it and closes its pipe
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))
