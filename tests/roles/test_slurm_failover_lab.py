@@ -117,15 +117,17 @@ def submit_through_outage(cluster: SlurmHA, tries: int, timeout: float) -> str:
     return out.strip().splitlines()[-1].split(";")[0]
 
 
-def held_by_saved_state(cluster: SlurmHA, job: str, running_since: float) -> None:
-    """Wait until the state the backup would read holds `job` as it runs. slurmctld writes its
-    state in a thread of its own, at most every 5 s (SAVE_MAX_WAIT in state_save.c), and the
-    primary's ceph-fuse client buffers the writes: a job accepted in the seconds before the
-    primary is lost may be in neither, as with a local disk (docs/reliability.md). Reading the
-    job file from the backup makes the MDS recall the primary's capabilities, which flushes
-    them; 6 s after the job started, the save its start asked for has been written."""
+def held_by_saved_state(cluster: SlurmHA, running: dict[str, str]) -> None:
+    """Wait until the state the backup would read holds the job just seen `running` (its
+    `scontrol show job`) as it runs. slurmctld writes its state in a thread of its own, at
+    most every 5 s (SAVE_MAX_WAIT in state_save.c), and the primary's ceph-fuse client
+    buffers the writes: a job accepted in the seconds before the primary is lost may be in
+    neither, as with a local disk (docs/reliability.md). Reading the job file from the backup
+    makes the MDS recall the primary's capabilities, which flushes them; 6 s after the job
+    started, the save its start asked for has been written."""
+    running_since = time.monotonic()
     backup = cluster.controllers[-1]
-    name = cluster.job(job)["JobName"]
+    job, name = running["JobId"], running["JobName"]
     job_file = f"{cluster.slurm['state_save']}/job_state"
 
     def saved() -> bool:
@@ -133,6 +135,17 @@ def held_by_saved_state(cluster: SlurmHA, job: str, running_since: float) -> Non
         return found.strip() not in ("", "0") and time.monotonic() - running_since >= 6
 
     assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({name}) not in {job_file}"
+
+
+def end_fault(outage: subprocess.Popen[str] | None, node: str) -> None:
+    """A test's `lab fault` still running when it ends: cleared, stopped, reaped, its pipe
+    closed."""
+    if outage is None:
+        return
+    if outage.poll() is None:
+        cli("lab", "fault", str(PLAN), node, "--clear")
+        outage.send_signal(signal.SIGINT)
+    outage.communicate(timeout=60)
 
 
 def both_controllers_up(cluster: SlurmHA) -> None:
@@ -210,7 +223,7 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
-        held_by_saved_state(ha, before, time.monotonic())
+        held_by_saved_state(ha, running)
 
         backup_lines = log_lines(ha, backup)
         ha.sh(primary, "systemctl kill --signal=SIGKILL slurmctld")
@@ -345,11 +358,7 @@ def test_a_lost_node_goes_down_requeues_or_fails_its_jobs_and_returns_by_itself(
         )
         assert not left, left
     finally:
-        if outage is not None and outage.poll() is None:
-            cli("lab", "fault", str(PLAN), lost, "--clear")
-            outage.send_signal(signal.SIGINT)
-        if outage is not None:
-            outage.communicate(timeout=60)  # reaps it and closes its pipe
+        end_fault(outage, lost)
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))
 
@@ -383,7 +392,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
-        held_by_saved_state(ha, before, time.monotonic())
+        held_by_saved_state(ha, running)
 
         backup_lines = log_lines(ha, backup)
         since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
@@ -444,10 +453,6 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
         assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
     finally:
-        if outage is not None and outage.poll() is None:
-            cli("lab", "fault", str(PLAN), primary, "--clear")
-            outage.send_signal(signal.SIGINT)
-        if outage is not None:
-            outage.communicate(timeout=60)  # reaps it and closes its pipe
+        end_fault(outage, primary)
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))
