@@ -21,7 +21,13 @@ def beat(state: Path, written: float, index: int) -> None:
     (state / "heartbeat").write_bytes(struct.pack(">QQ", int(written), index))
 
 
-def run(state: Path, tmp_path: Path, backup_stops_after: float | None, timeout_s: int = 20):
+def run(
+    state: Path,
+    tmp_path: Path,
+    backup_stops_after: float | None,
+    timeout_s: int = 20,
+    slurmctld_timeout_s: int | None = None,
+):
     """The primary's ExecStartPre, with `scontrol` replaced: it logs its arguments and, like
     the backup told to shut down, notes 'stopped' after `backup_stops_after` seconds."""
     bin_dir = tmp_path / "bin"
@@ -40,7 +46,8 @@ def run(state: Path, tmp_path: Path, backup_stops_after: float | None, timeout_s
     scontrol.chmod(0o755)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(state), str(timeout_s)],
+        [sys.executable, str(SCRIPT), str(state), str(timeout_s)]
+        + ([] if slurmctld_timeout_s is None else [str(slurmctld_timeout_s)]),
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
         capture_output=True,
         text=True,
@@ -109,6 +116,36 @@ def test_an_old_note_does_not_count_and_a_silent_backup_does_not_block(
     # the protocol's timeout: it gave the backup its full 3 s before starting anyway (the
     # lower bound is the property; the subprocess timeout, not an assertion, stops a hang)
     assert seconds >= 3
+
+
+def test_with_nobody_in_control_the_primary_starts_once_the_heartbeat_is_stale(
+    state: Path, tmp_path: Path
+) -> None:
+    # A thawed primary took control back from the backup (which saved and went standby) and
+    # was stopped by its fence: the backup's last heartbeat is 20 s old, nobody takes the
+    # shutdown. Half of SlurmctldTimeout (30 s) has passed without a beat: the state is final.
+    beat(state, time.time() - 20, index=1)
+    done, calls, _ = run(state, tmp_path, backup_stops_after=None, slurmctld_timeout_s=30)
+    assert done.returncode == 0, done.stderr
+    assert calls == ["shutdown slurmctld"]
+    assert "no controller is in control" in done.stdout, done.stdout
+    assert "the state is final: starting" in done.stdout
+    assert "within 20s" not in done.stdout  # it did not sit out the hand-back's timeout
+
+
+def test_a_backup_still_beating_is_asked_again_until_it_takes_the_shutdown(
+    state: Path, tmp_path: Path
+) -> None:
+    # The heartbeat is fresh (a backup in control, or about to be) but the shutdown found no
+    # controller: asked again every 5 s; it never stops here, so the timeout ends the wait.
+    beat(state, time.time(), index=1)
+    done, calls, _ = run(
+        state, tmp_path, backup_stops_after=None, timeout_s=12, slurmctld_timeout_s=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(calls) >= 2 and set(calls) == {"shutdown slurmctld"}, calls
+    assert "no controller is in control" not in done.stdout
+    assert "no backup reported it had stopped within 12s; starting anyway" in done.stdout
 
 
 def test_a_cut_short_heartbeat_or_bad_arguments(state: Path, tmp_path: Path) -> None:
