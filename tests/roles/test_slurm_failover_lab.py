@@ -40,6 +40,9 @@ from cluster_plan.lab.pytest_plugin import (  # noqa: F401
 pytestmark = pytest.mark.lab
 
 T = TypeVar("T")
+# Where a held job looks for the file that ends it (on its node; not /tmp, which a job may
+# get private).
+RELEASE_DIR = "/var/tmp"
 
 
 @dataclass
@@ -137,6 +140,20 @@ def held_by_saved_state(cluster: SlurmHA, running: dict[str, str]) -> None:
     assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({name}) not in {job_file}"
 
 
+def held_until_released(name: str) -> str:
+    """sbatch options for a job named `name` that runs until release() (5 min at most) and
+    then removes the file that released it: it must run across the takeover, and the test
+    need not wait any longer than that."""
+    file = f"{RELEASE_DIR}/{name}"
+    return f"-J {name} --wrap 'until [ -e {file} ]; do sleep 1; done; rm -f {file}'"
+
+
+def release(cluster: SlurmHA, running: dict[str, str]) -> None:
+    """Let the job of held_until_released() end: its node gets the file it waits for."""
+    host, name = running["BatchHost"], running["JobName"]
+    cluster.sh(host, f"touch {RELEASE_DIR}/{name}")
+
+
 def end_fault(outage: subprocess.Popen[str] | None, node: str) -> None:
     """A test's `lab fault` still running when it ends: cleared, stopped, reaped, its pipe
     closed."""
@@ -215,11 +232,10 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
     timeout = ha.slurm["controller_timeout_s"]
     jobs: list[str] = []
     try:
-        # Long enough to run on past the takeover (about 1.2 x SlurmctldTimeout on the lab,
-        # docs/reliability.md); every second more is waited for below.
-        before = sbatch(
-            ha, f"-p training -t 5 -J ha-kill-{os.getpid()} --wrap 'sleep {timeout * 2}'"
-        )
+        # Runs on past the takeover (about 1.2 x SlurmctldTimeout on the lab,
+        # docs/reliability.md) until the test releases it under the backup.
+        name = f"ha-kill-{os.getpid()}"
+        before = sbatch(ha, f"-p training -t 5 {held_until_released(name)}")
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
@@ -235,6 +251,7 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         log = log_after(ha, backup, backup_lines)
         assert "taking over" in log, log[-2000:]
 
+        release(ha, running)  # the job that ran across the takeover ends under the backup
         ended = wait_for(
             lambda: [ha.job(j)["JobState"] for j in (before, during)],
             lambda states: states == ["COMPLETED", "COMPLETED"],
@@ -386,9 +403,8 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
     jobs: list[str] = []
     outage: subprocess.Popen[str] | None = None
     try:
-        before = sbatch(
-            ha, f"-p training -t 5 -J ha-node{kind[1:]}-{os.getpid()} --wrap 'sleep 150'"
-        )
+        name = f"ha-node{kind[1:]}-{os.getpid()}"
+        before = sbatch(ha, f"-p training -t 5 {held_until_released(name)}")
         jobs.append(before)
         running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
         assert running["JobState"] == "RUNNING", running
@@ -411,6 +427,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         log = log_after(ha, backup, backup_lines)
         assert "taking over" in log, log[-2000:]
 
+        release(ha, running)
         ended = wait_for(
             lambda: [ha.job(j)["JobState"] for j in (before, during)],
             lambda states: states == ["COMPLETED", "COMPLETED"],
