@@ -248,18 +248,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Lab tests that need no converge first: the bare session lab's (they restart nodes and
-    inject faults, as a lab user would, before any role has set a node up) and those of labs
-    of their own; then the tests that need no lab, while the session lab converges in the
-    background (see `converge_in_background`); then the tests of the converged lab; then
-    the tests that change the shared lab. A stable sort: within each part the tests keep
-    their order."""
+    inject faults, as a lab user would, before any role has set a node up); then, while the
+    session lab converges in the background (see `converge_in_background`), the tests that
+    need no lab and those of labs of their own (the Kubernetes lab, the lifecycle labs: their
+    own ids and subnets; they leave CPU-sensitive measurement to the session lab's tests,
+    which never overlap the converge); then the tests of the converged lab; then the tests
+    that change the shared lab. A stable sort: within each part the tests keep their order."""
 
     def part(item: pytest.Item) -> int:
+        fixtures = getattr(item, "fixturenames", ())
         if item.get_closest_marker("lab_changes") is not None:
             return 3
-        if "converged_lab" in getattr(item, "fixturenames", ()):
+        if "converged_lab" in fixtures:
             return 2
-        return 0 if item.get_closest_marker("lab") is not None else 1
+        return 0 if item.get_closest_marker("lab") is not None and "lab" in fixtures else 1
 
     items[:] = extended(config, items)
     items.sort(key=part)

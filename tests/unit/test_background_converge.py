@@ -64,6 +64,10 @@ def test_a_bare(lab):
 def test_z_plain_again():
     EVENTS.append("plain again")
 
+@pytest.mark.lab
+def test_e_own_lab():
+    EVENTS.append("own lab")
+
 """
 
 REPORT = """
@@ -103,6 +107,7 @@ def test_bare_lab_then_no_lab_while_it_converges_then_converged_then_changes(
         "test_a_bare",
         "test_b_plain",
         "test_z_plain_again",
+        "test_e_own_lab",
         "test_c_converged",
         "test_d_changes",
     ], run.stdout
@@ -110,6 +115,8 @@ def test_bare_lab_then_no_lab_while_it_converges_then_converged_then_changes(
     # started by the first test that needs no lab, before it ran; not waited for by it
     assert seen[:4] == ["lab up", "bare", "converge started", "plain"], seen
     assert seen.index("converge done") < seen.index("converged") < seen.index("changes"), seen
+    # a lab of its own (no session lab fixture) runs while the session lab converges
+    assert seen.index("converge started") < seen.index("own lab") < seen.index("converged")
     assert seen[-1] == "lab down", seen
     assert "site.yml ran in the background" in run.stdout
 
