@@ -208,3 +208,55 @@ def test_a_shutdown_that_logs_nothing_for_a_minute_is_hung(fence: ModuleType, tm
     log.write_text("[2026-12-02T19:16:20.000] Running as primary controller\n")
     assert not fence.stop_hung(str(log), 60, log.stat().st_mtime + 600)  # quiet, not stopping
     assert not fence.stop_hung(str(tmp_path / "missing.log"), 60, written + 600)
+
+
+def test_a_slurmctld_stopped_for_a_fenced_mount_is_started_once_a_later_try_brings_it_back(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch
+):
+    """Seen in a verification run: the first remount found the old (evicted) client still
+    holding the mount; the second worked, but that try no longer knew slurmctld had run, and
+    the primary stayed down. The start is owed across tries."""
+    # looks at the mount: before try 1, after it, before try 2, after it, a last look
+    states = iter(["stale", "stale", "stale", "ok", "ok"])
+    calls: list[str] = []
+    active = {"slurmctld": True}
+
+    def run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        calls.append(" ".join(argv[1:]))
+        if argv[1:3] == ["is-active", "--quiet"]:
+            return subprocess.CompletedProcess(argv, 0 if active["slurmctld"] else 3)
+        if argv[1] == "kill":
+            active["slurmctld"] = False
+        if argv[1] == "start":
+            active["slurmctld"] = True
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(fence, "run", run)
+    monkeypatch.setattr(fence, "mount_state", lambda _mount: next(states))
+    owed = fence.mount_step("/shared", "shared.mount", False)  # stale: kill, remount, not back
+    assert owed and not active["slurmctld"]
+    owed = fence.mount_step("/shared", "shared.mount", owed)  # stale again: remount, back
+    assert not owed and active["slurmctld"], calls
+    assert (
+        calls.count("start slurmctld") == 1 and calls.count("kill --signal=SIGKILL slurmctld") == 1
+    )
+    # the mount fine and nothing owed: nothing more is done
+    before = len(calls)
+    assert fence.mount_step("/shared", "shared.mount", False) is False
+    assert len(calls) == before
+
+
+def test_a_mount_that_comes_back_by_itself_still_gets_the_owed_start(
+    fence: ModuleType, monkeypatch: pytest.MonkeyPatch
+):
+    calls: list[str] = []
+    monkeypatch.setattr(
+        fence,
+        "run",
+        lambda argv, timeout=30: (
+            calls.append(" ".join(argv[1:])) or subprocess.CompletedProcess(argv, 0)
+        ),
+    )
+    monkeypatch.setattr(fence, "mount_state", lambda _mount: "ok")
+    assert fence.mount_step("/shared", "shared.mount", True) is False
+    assert calls == ["reset-failed slurmctld", "start slurmctld"]
