@@ -140,16 +140,23 @@ def held_by_saved_state(cluster: SlurmHA, running: dict[str, str]) -> None:
     assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({name}) not in {job_file}"
 
 
-def held_until_released(name: str) -> str:
-    """sbatch options for a job named `name` that runs until release() (5 min at most) and
-    then removes the file that released it: it must run across the takeover, and the test
-    need not wait any longer than that."""
+def held_job(cluster: SlurmHA, name: str, jobs: list[str]) -> dict[str, str]:
+    """A training job named `name` that runs until release() (5 min at most) and then removes
+    the file that released it: it must run across the takeover, and the test need not wait
+    any longer than that. Submitted (its id added to `jobs`, for the test to cancel), seen
+    RUNNING and held by the saved state; its `scontrol show job`."""
     file = f"{RELEASE_DIR}/{name}"
-    return f"-J {name} --wrap 'until [ -e {file} ]; do sleep 1; done; rm -f {file}'"
+    wrap = f"until [ -e {file} ]; do sleep 1; done; rm -f {file}"
+    job = sbatch(cluster, f"-p training -t 5 -J {name} --wrap '{wrap}'")
+    jobs.append(job)
+    running = wait_for(lambda: cluster.job(job), lambda j: j["JobState"] == "RUNNING", 120)
+    assert running["JobState"] == "RUNNING", running
+    held_by_saved_state(cluster, running)
+    return running
 
 
 def release(cluster: SlurmHA, running: dict[str, str]) -> None:
-    """Let the job of held_until_released() end: its node gets the file it waits for."""
+    """Let the job of held_job() end: its node gets the file it waits for."""
     host, name = running["BatchHost"], running["JobName"]
     cluster.sh(host, f"touch {RELEASE_DIR}/{name}")
 
@@ -234,12 +241,8 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
     try:
         # Runs on past the takeover (about 1.2 x SlurmctldTimeout on the lab,
         # docs/reliability.md) until the test releases it under the backup.
-        name = f"ha-kill-{os.getpid()}"
-        before = sbatch(ha, f"-p training -t 5 {held_until_released(name)}")
-        jobs.append(before)
-        running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
-        assert running["JobState"] == "RUNNING", running
-        held_by_saved_state(ha, running)
+        running = held_job(ha, f"ha-kill-{os.getpid()}", jobs)
+        before = running["JobId"]
 
         backup_lines = log_lines(ha, backup)
         ha.sh(primary, "systemctl kill --signal=SIGKILL slurmctld")
@@ -403,12 +406,8 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
     jobs: list[str] = []
     outage: subprocess.Popen[str] | None = None
     try:
-        name = f"ha-node{kind[1:]}-{os.getpid()}"
-        before = sbatch(ha, f"-p training -t 5 {held_until_released(name)}")
-        jobs.append(before)
-        running = wait_for(lambda: ha.job(before), lambda j: j["JobState"] == "RUNNING", 120)
-        assert running["JobState"] == "RUNNING", running
-        held_by_saved_state(ha, running)
+        running = held_job(ha, f"ha-node{kind[1:]}-{os.getpid()}", jobs)
+        before = running["JobId"]
 
         backup_lines = log_lines(ha, backup)
         since = ha.sh(backup, "date '+%Y-%m-%d %H:%M:%S'").strip()
