@@ -63,172 +63,171 @@ def _bus_prefix(bus_id: str | None) -> str:
     return ":".join(parts[-2:]).split(".")[0] if len(parts) >= 2 else bus_id.lower()
 
 
-def _judge_gpu(
-    gpu: Mapping[str, Any], entry: Mapping[str, Any] | None, limits: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    index = gpu.get("index")
-    out: list[dict[str, Any]] = []
-    add = out.append
+Findings = list[dict[str, Any]]
 
-    if entry is not None:
-        names = list(entry.get("nvml_names") or [])
-        name = gpu.get("name")
-        add(
-            _finding(
-                index,
-                "model",
-                "pass" if name in names else "fail",
-                name,
-                names,
-                f"GPU {index} is {name!r}"
-                + ("" if name in names else f", the plan says one of {names}"),
-            )
-        )
-        planned_mib = entry.get("memory_mib")
-        memory = gpu.get("memory_total_mib")
-        if planned_mib and memory is not None:
-            slack = planned_mib * float(limits["memory_tolerance_pct"]) / 100
-            ok = abs(memory - planned_mib) <= slack
-            add(
-                _finding(
-                    index,
-                    "memory",
-                    "pass" if ok else "fail",
-                    memory,
-                    planned_mib,
-                    f"GPU {index} has {memory} MiB, the catalog says {planned_mib} MiB",
-                )
-            )
 
+def _model(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+           limits: Mapping[str, Any]) -> Findings:  # fmt: skip
+    if entry is None:
+        return []
+    names = list(entry.get("nvml_names") or [])
+    name = gpu.get("name")
+    known = name in names
+    message = f"GPU {index} is {name!r}" + ("" if known else f", the plan says one of {names}")
+    return [_finding(index, "model", "pass" if known else "fail", name, names, message)]
+
+
+def _memory(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+            limits: Mapping[str, Any]) -> Findings:  # fmt: skip
+    planned_mib = entry.get("memory_mib") if entry is not None else None
+    memory = gpu.get("memory_total_mib")
+    if not planned_mib or memory is None:
+        return []
+    slack = planned_mib * float(limits["memory_tolerance_pct"]) / 100
+    status: Status = "pass" if abs(memory - planned_mib) <= slack else "fail"
+    message = f"GPU {index} has {memory} MiB, the catalog says {planned_mib} MiB"
+    return [_finding(index, "memory", status, memory, planned_mib, message)]
+
+
+def _temperature(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                 limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     temp = gpu.get("temperature_c")
-    if temp is not None:
-        slowdown = (gpu.get("temperature_thresholds_c") or {}).get("slowdown")
-        limit = int(limits["max_temp_c"])
-        if slowdown is not None:
-            limit = min(limit, int(slowdown) - 1)
-        below = "" if slowdown is None else f", below the GPU's slowdown at {slowdown} C"
-        add(
-            _finding(
-                index,
-                "temperature",
-                "pass" if temp <= limit else "fail",
-                temp,
-                limit,
-                f"GPU {index} is at {temp} C (limit {limit} C: the plan's max_temp_c "
-                f"{limits['max_temp_c']}{below})",
-            )
-        )
+    if temp is None:
+        return []
+    slowdown = (gpu.get("temperature_thresholds_c") or {}).get("slowdown")
+    limit = int(limits["max_temp_c"])
+    if slowdown is not None:
+        limit = min(limit, int(slowdown) - 1)
+    below = "" if slowdown is None else f", below the GPU's slowdown at {slowdown} C"
+    message = (
+        f"GPU {index} is at {temp} C (limit {limit} C: the plan's max_temp_c "
+        f"{limits['max_temp_c']}{below})"
+    )
+    return [_finding(index, "temperature", "pass" if temp <= limit else "fail", temp, limit,
+                     message)]  # fmt: skip
 
+
+def _ecc(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+         limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     ecc = gpu.get("ecc")
-    if ecc is not None:
-        if not ecc.get("enabled"):
-            add(_finding(index, "ecc_mode", "warn", False, True, f"GPU {index} runs without ECC"))
-        volatile = ecc.get("volatile_uncorrected") or 0
-        allowed = int(limits["max_ecc_uncorrected"])
-        add(
-            _finding(
-                index,
-                "ecc_uncorrected",
-                "pass" if volatile <= allowed else "fail",
-                volatile,
-                allowed,
-                f"GPU {index}: {volatile} uncorrectable ECC errors since the driver loaded",
-            )
+    if ecc is None:
+        return []
+    out = []
+    if not ecc.get("enabled"):
+        out.append(
+            _finding(index, "ecc_mode", "warn", False, True, f"GPU {index} runs without ECC")
         )
+    volatile = ecc.get("volatile_uncorrected") or 0
+    allowed = int(limits["max_ecc_uncorrected"])
+    message = f"GPU {index}: {volatile} uncorrectable ECC errors since the driver loaded"
+    status: Status = "pass" if volatile <= allowed else "fail"
+    out.append(_finding(index, "ecc_uncorrected", status, volatile, allowed, message))
+    return out
 
+
+def _remapped_rows(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                   limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     rows = gpu.get("remapped_rows")
-    if rows is not None:
-        pending = int(bool(rows.get("pending")))
-        too_many = pending > int(limits["max_remapped_rows_pending"])
-        status: Status = "fail" if too_many or rows.get("failure") else "pass"
-        why = (
-            "a row remap failed: replace the GPU"
-            if rows.get("failure")
-            else "a row remap is pending: reset the GPU before it takes work"
-            if pending
-            else "no row remap pending"
-        )
-        add(
-            _finding(
-                index,
-                "remapped_rows",
-                status,
-                rows,
-                {"pending": False, "failure": False},
-                f"GPU {index}: {why}",
-            )
-        )
+    if rows is None:
+        return []
+    pending = int(bool(rows.get("pending")))
+    too_many = pending > int(limits["max_remapped_rows_pending"])
+    status: Status = "fail" if too_many or rows.get("failure") else "pass"
+    if rows.get("failure"):
+        why = "a row remap failed: replace the GPU"
+    elif pending:
+        why = "a row remap is pending: reset the GPU before it takes work"
+    else:
+        why = "no row remap pending"
+    expected = {"pending": False, "failure": False}
+    return [_finding(index, "remapped_rows", status, rows, expected, f"GPU {index}: {why}")]
 
+
+def _retired_pages(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                   limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     pages = gpu.get("retired_pages")
-    if pages is not None:
-        total = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
-        bad = pages.get("pending") or total > int(limits["max_retired_pages"])
-        add(
-            _finding(
-                index,
-                "retired_pages",
-                "fail" if bad else "pass",
-                pages,
-                {"pending": False, "max": limits["max_retired_pages"]},
-                f"GPU {index}: {total} retired pages"
-                + (", retirement pending a reset" if pages.get("pending") else ""),
-            )
-        )
+    if pages is None:
+        return []
+    total = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
+    bad = pages.get("pending") or total > int(limits["max_retired_pages"])
+    expected = {"pending": False, "max": limits["max_retired_pages"]}
+    pending = ", retirement pending a reset" if pages.get("pending") else ""
+    message = f"GPU {index}: {total} retired pages{pending}"
+    return [_finding(index, "retired_pages", "fail" if bad else "pass", pages, expected, message)]
 
+
+def _pcie_width(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     pcie = gpu.get("pcie") or {}
     width, width_max = pcie.get("width_current"), pcie.get("width_max")
-    if width is not None and width_max:
-        ratio = float(limits["min_pcie_width_ratio"])
-        wanted = f"x{width_max}" if ratio >= 1 else f">= {ratio:g} of x{width_max}"
-        add(
-            _finding(
-                index,
-                "pcie_width",
-                "pass" if width >= ratio * width_max else "fail",
-                f"x{width}",
-                wanted,
-                f"GPU {index} PCIe link trained at x{width} of x{width_max}"
-                f" (gen {pcie.get('generation_current')} of {pcie.get('generation_max')})",
-            )
-        )
+    if width is None or not width_max:
+        return []
+    ratio = float(limits["min_pcie_width_ratio"])
+    wanted = f"x{width_max}" if ratio >= 1 else f">= {ratio:g} of x{width_max}"
+    status: Status = "pass" if width >= ratio * width_max else "fail"
+    message = (
+        f"GPU {index} PCIe link trained at x{width} of x{width_max}"
+        f" (gen {pcie.get('generation_current')} of {pcie.get('generation_max')})"
+    )
+    return [_finding(index, "pcie_width", status, f"x{width}", wanted, message)]
 
+
+def _nvlink(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+            limits: Mapping[str, Any]) -> Findings:  # fmt: skip
     links = gpu.get("nvlinks") or []
-    if links and limits["require_nvlink"]:
-        down = [link["link"] for link in links if not link.get("active")]
-        add(
-            _finding(
-                index,
-                "nvlink",
-                "fail" if down else "pass",
-                f"{len(links) - len(down)}/{len(links)} active",
-                f"{len(links)} active",
-                f"GPU {index}: NVLink {', '.join(map(str, down))} down"
-                if down
-                else f"GPU {index}: all {len(links)} NVLinks active",
-            )
-        )
+    if not links or not limits["require_nvlink"]:
+        return []
+    down = [link["link"] for link in links if not link.get("active")]
+    message = (
+        f"GPU {index}: NVLink {', '.join(map(str, down))} down"
+        if down
+        else f"GPU {index}: all {len(links)} NVLinks active"
+    )
+    observed = f"{len(links) - len(down)}/{len(links)} active"
+    return [_finding(index, "nvlink", "fail" if down else "pass", observed,
+                     f"{len(links)} active", message)]  # fmt: skip
 
-    reasons = gpu.get("clock_event_reasons") or []
-    slow = [r for r in reasons if r in SLOWDOWN_REASONS]
-    if slow:
-        add(
-            _finding(
-                index,
-                "clock_events",
-                "warn",
-                slow,
-                [],
-                f"GPU {index} clocks held down by {', '.join(slow)}",
-            )
-        )
 
-    for error in gpu.get("errors") or []:
-        add(
-            _finding(
-                index, "nvml_query", "warn", error, None, f"GPU {index}: NVML query failed: {error}"
-            )
+def _clock_events(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                  limits: Mapping[str, Any]) -> Findings:  # fmt: skip
+    slow = [r for r in gpu.get("clock_event_reasons") or [] if r in SLOWDOWN_REASONS]
+    if not slow:
+        return []
+    message = f"GPU {index} clocks held down by {', '.join(slow)}"
+    return [_finding(index, "clock_events", "warn", slow, [], message)]
+
+
+def _nvml_errors(index: int | None, gpu: Mapping[str, Any], entry: Mapping[str, Any] | None,
+                 limits: Mapping[str, Any]) -> Findings:  # fmt: skip
+    return [
+        _finding(
+            index, "nvml_query", "warn", error, None, f"GPU {index}: NVML query failed: {error}"
         )
-    return out
+        for error in gpu.get("errors") or []
+    ]
+
+
+# One GPU's checks, in the order the report lists them; each returns its findings (none when
+# NVML did not report what it looks at).
+GPU_CHECKS = (
+    _model,
+    _memory,
+    _temperature,
+    _ecc,
+    _remapped_rows,
+    _retired_pages,
+    _pcie_width,
+    _nvlink,
+    _clock_events,
+    _nvml_errors,
+)
+
+
+def _judge_gpu(
+    gpu: Mapping[str, Any], entry: Mapping[str, Any] | None, limits: Mapping[str, Any]
+) -> Findings:
+    index = gpu.get("index")
+    return [finding for check in GPU_CHECKS for finding in check(index, gpu, entry, limits)]
 
 
 def _judge_xids(facts: Mapping[str, Any], limits: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -259,6 +258,80 @@ def _judge_xids(facts: Mapping[str, Any], limits: Mapping[str, Any]) -> list[dic
     return out
 
 
+def _planned(accelerators: Mapping[str, Any] | None) -> tuple[Any, Mapping[str, Any] | None, int]:
+    """The plan's model, its catalog entry when it is an NVIDIA GPU, and the planned count."""
+    model = accelerators.get("model") if accelerators else None
+    if model is None or not accelerators:
+        return model, None, 0
+    entry = accelerators.get("catalog") or accelerator_catalog.load_catalog().get(str(model))
+    if not entry or entry.get("vendor") != "nvidia":
+        return model, None, 0
+    return model, entry, int(accelerators.get("count") or 0)
+
+
+def _skip(
+    facts: Mapping[str, Any],
+    model: Any,
+    entry: Mapping[str, Any] | None,
+    planned: int,
+    absent_gpus: Literal["fail", "skip"],
+) -> dict[str, Any] | None:
+    """The one finding of a node whose GPUs are not judged; None when they are."""
+    gpus = facts.get("gpus") or []
+    pci_gpus = [d for d in facts.get("pci_devices") or [] if d.get("kind") == "gpu"]
+    if entry is None and not gpus and not pci_gpus:
+        why = (
+            f"accelerator {model} is not an NVIDIA GPU: NVML checks do not apply"
+            if model
+            else "no NVIDIA GPU planned or present"
+        )
+        return _finding(None, "plan", "pass", None, None, why)
+    if absent_gpus == "skip" and not facts.get("available"):
+        planned_text = f"the plan says {planned}x {model}" if entry else "no GPU planned"
+        message = (
+            f"{planned_text}; {len(pci_gpus)} NVIDIA PCI device(s) and "
+            f"{facts.get('error') or 'NVML not available'}: skipped, as asked for hosts "
+            "whose GPUs cannot be reached (the lab)"
+        )
+        return _finding(None, "plan", "pass", len(pci_gpus), planned, message)
+    return None
+
+
+def _node_findings(
+    facts: Mapping[str, Any], model: Any, planned: int, expected_driver_branch: int | None
+) -> Findings:
+    """NVML itself, the GPU count, GPUs NVML does not see, and the driver branch."""
+    gpus = facts.get("gpus") or []
+    pci_gpus = [d for d in facts.get("pci_devices") or [] if d.get("kind") == "gpu"]
+    if not facts.get("available"):
+        error = facts.get("error") or "NVML not available"
+        hint = (
+            f"; {len(pci_gpus)} NVIDIA GPU(s) on the PCI bus: is the driver loaded?"
+            if pci_gpus
+            else ""
+        )
+        return [_finding(None, "nvml", "fail", error, "NVML available", f"{error}{hint}")]
+    version = facts.get("driver_version")
+    expected_name = f"{planned}x {model}" if planned else "no NVIDIA GPU"
+    out = [
+        _finding(None, "nvml", "pass", version, None, f"NVML answered, driver {version}"),
+        _finding(None, "count", "pass" if len(gpus) == planned else "fail", len(gpus), planned,
+                 f"{len(gpus)} GPU(s) found, the plan says {expected_name}"),
+    ]  # fmt: skip
+    if len(pci_gpus) > len(gpus):
+        message = (
+            f"{len(pci_gpus) - len(gpus)} NVIDIA GPU(s) on the PCI bus are not visible to "
+            "NVML (fallen off the bus?)"
+        )
+        out.append(_finding(None, "pci", "fail", len(pci_gpus), len(gpus), message))
+    if expected_driver_branch is not None:
+        loaded = str(version or "")
+        status: Status = "pass" if loaded.split(".")[0] == str(expected_driver_branch) else "fail"
+        message = f"driver {loaded}, expected branch {expected_driver_branch}"
+        out.append(_finding(None, "driver", status, loaded, expected_driver_branch, message))
+    return out
+
+
 def judge_node(
     node: str,
     facts: Mapping[str, Any],
@@ -274,110 +347,19 @@ def judge_node(
     fails a planned GPU node without NVML.
     """
     limits = thresholds_from_plan(acceptance_gpu)
-    findings: list[dict[str, Any]] = []
     gpus = list(facts.get("gpus") or [])
-    pci_gpus = [d for d in facts.get("pci_devices") or [] if d.get("kind") == "gpu"]
-    model = accelerators.get("model") if accelerators else None
-    entry: Mapping[str, Any] | None = None
-    if model is not None:
-        entry = accelerators.get("catalog") if accelerators else None
-        entry = entry or accelerator_catalog.load_catalog().get(str(model))
-    planned_nvidia = bool(entry) and (entry or {}).get("vendor") == "nvidia"
-    planned = int(accelerators.get("count") or 0) if accelerators and planned_nvidia else 0
-    report = {
-        "node": node,
-        "model": model,
-        "planned_gpus": planned,
-        "gpus": gpus,
-        "findings": findings,
-    }
-
-    if not planned_nvidia and not gpus and not pci_gpus:
-        why = (
-            f"accelerator {model} is not an NVIDIA GPU: NVML checks do not apply"
-            if model
-            else "no NVIDIA GPU planned or present"
-        )
-        findings.append(_finding(None, "plan", "pass", None, None, why))
-        return {**report, "verdict": "skipped"}
-
-    if absent_gpus == "skip" and not facts.get("available"):
-        planned_text = f"the plan says {planned}x {model}" if planned_nvidia else "no GPU planned"
-        findings.append(
-            _finding(
-                None,
-                "plan",
-                "pass",
-                len(pci_gpus),
-                planned,
-                f"{planned_text}; {len(pci_gpus)} NVIDIA PCI device(s) and "
-                f"{facts.get('error') or 'NVML not available'}: skipped, as asked for hosts "
-                "whose GPUs cannot be reached (the lab)",
-            )
-        )
-        return {**report, "verdict": "skipped"}
-
-    if not facts.get("available"):
-        error = facts.get("error") or "NVML not available"
-        hint = (
-            f"; {len(pci_gpus)} NVIDIA GPU(s) on the PCI bus: is the driver loaded?"
-            if pci_gpus
-            else ""
-        )
-        findings.append(_finding(None, "nvml", "fail", error, "NVML available", f"{error}{hint}"))
-    else:
-        findings.append(
-            _finding(
-                None,
-                "nvml",
-                "pass",
-                facts.get("driver_version"),
-                None,
-                f"NVML answered, driver {facts.get('driver_version')}",
-            )
-        )
-        expected_name = f"{planned}x {model}" if planned else "no NVIDIA GPU"
-        findings.append(
-            _finding(
-                None,
-                "count",
-                "pass" if len(gpus) == planned else "fail",
-                len(gpus),
-                planned,
-                f"{len(gpus)} GPU(s) found, the plan says {expected_name}",
-            )
-        )
-        if len(pci_gpus) > len(gpus):
-            findings.append(
-                _finding(
-                    None,
-                    "pci",
-                    "fail",
-                    len(pci_gpus),
-                    len(gpus),
-                    f"{len(pci_gpus) - len(gpus)} NVIDIA GPU(s) on the PCI bus are not visible to "
-                    "NVML (fallen off the bus?)",
-                )
-            )
-        if expected_driver_branch is not None:
-            loaded = str(facts.get("driver_version") or "")
-            ok = loaded.split(".")[0] == str(expected_driver_branch)
-            findings.append(
-                _finding(
-                    None,
-                    "driver",
-                    "pass" if ok else "fail",
-                    loaded,
-                    expected_driver_branch,
-                    f"driver {loaded}, expected branch {expected_driver_branch}",
-                )
-            )
+    model, entry, planned = _planned(accelerators)
+    report = {"node": node, "model": model, "planned_gpus": planned, "gpus": gpus}
+    skipped = _skip(facts, model, entry, planned, absent_gpus)
+    if skipped is not None:
+        return {**report, "findings": [skipped], "verdict": "skipped"}
+    findings = _node_findings(facts, model, planned, expected_driver_branch)
+    if facts.get("available"):
         for gpu in gpus:
-            findings.extend(_judge_gpu(gpu, entry if planned_nvidia else None, limits))
+            findings.extend(_judge_gpu(gpu, entry, limits))
         findings.extend(_judge_xids(facts, limits))
-
     verdict = "fail" if any(f["status"] == "fail" for f in findings) else "pass"
-    return {**report, "verdict": verdict}
+    return {**report, "findings": findings, "verdict": verdict}
 
 
 def failures(report: Mapping[str, Any]) -> list[str]:
