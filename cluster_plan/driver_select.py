@@ -76,14 +76,18 @@ def _why_not(
     return f"branch {branch} does not support {model}"
 
 
+def _open_modules(entries: Mapping[str, Mapping[str, Any]], support: str) -> list[str]:
+    """The models whose catalog entry says ``support`` (required, unsupported) of the open
+    kernel modules."""
+    return sorted(m for m, e in entries.items() if e.get("open_kernel_modules") == support)
+
+
 def _kernel_modules(
     branch: int, entries: Mapping[str, Mapping[str, Any]], preference: KernelModulesPreference
 ) -> KernelModules | list[str]:
     """The kernel module flavour for ``branch``, or the reasons no flavour fits."""
-    required = sorted(m for m, e in entries.items() if e.get("open_kernel_modules") == "required")
-    unsupported = sorted(
-        m for m, e in entries.items() if e.get("open_kernel_modules") == "unsupported"
-    )
+    required = _open_modules(entries, "required")
+    unsupported = _open_modules(entries, "unsupported")
     if required and unsupported:
         return [
             f"{', '.join(required)} need the open kernel modules, which "
@@ -128,86 +132,93 @@ def select_driver(
     """
     catalog = accelerator_catalog.load_catalog() if catalog is None else catalog
     branches = accelerator_catalog.driver_branches() if branches is None else branches
-    problems: list[str] = []
-    entries: dict[str, Mapping[str, Any]] = {}
-    for model in dict.fromkeys(models):
-        entry = catalog.get(model)
-        if entry is None:
-            problems.append(f"{model!r} is not in the accelerator catalog")
-        elif entry.get("vendor") == "nvidia":
-            entries[model] = entry
-    if problems:
-        raise DriverRefusal(problems)
+    entries = _nvidia_entries(models, catalog)
     if not entries:
         return None
     if kernel_modules not in ("auto", "open", "proprietary"):
         raise DriverRefusal(
             [f"kernel modules must be auto, open or proprietary, not {kernel_modules!r}"]
         )
-
     offered = (
         sorted(branches)
         if available_branches is None
         else sorted(b for b in branches if b in set(available_branches))
     )
-    names = tuple(sorted(entries))
-    fabric_manager = nvswitch
-
     if pin is not None:
-        info = branches.get(pin)
-        if info is None:
-            known = ", ".join(str(b) for b in sorted(branches))
-            raise DriverRefusal(
-                [f"pinned branch {pin} is not a known driver branch (known: {known})"]
-            )
-        problems = [
-            _why_not(m, pin, info, e) for m, e in entries.items() if not _covers(pin, info, e)
-        ]
-        if pin not in offered:
-            problems.append(
-                f"branch {pin} is not packaged for {source_name} "
-                f"(offered: {', '.join(str(b) for b in offered) or 'none'})"
-            )
-        flavour = _kernel_modules(pin, entries, kernel_modules)
-        if isinstance(flavour, list):
-            problems.extend(flavour)
-        if problems or isinstance(flavour, list):
-            raise DriverRefusal([f"pinned branch {pin} refused: {p}" for p in problems])
-        return DriverChoice(
-            pin,
-            flavour,
-            fabric_manager,
-            names,
-            bool(info.get("lts")),
-            True,
-            f"branch {pin} pinned by the plan",
-        )
-
-    covering = [b for b in offered if all(_covers(b, branches[b], e) for e in entries.values())]
-    if not covering:
-        ranges = ", ".join(
-            f"{m} {e.get('min_driver_branch')}..{e.get('max_driver_branch') or 'newest'}"
-            for m, e in sorted(entries.items())
-        )
-        offered_text = ", ".join(str(b) for b in offered) or "none"
-        raise DriverRefusal(
-            [
-                f"no driver branch offered for {source_name} ({offered_text}) "
-                f"covers every model on the host ({ranges})"
-            ]
-        )
-    branch = covering[-1]
+        _check_pin(pin, entries, kernel_modules, offered, source_name, branches)
+        branch, reason = pin, f"branch {pin} pinned by the plan"
+    else:
+        branch = _newest_covering(entries, offered, source_name, branches)
+        reason = f"newest branch covering {', '.join(sorted(entries))}"
     flavour = _kernel_modules(branch, entries, kernel_modules)
-    if isinstance(flavour, list):
+    if isinstance(flavour, list):  # a pin's refusal was raised above, with its own words
         raise DriverRefusal(flavour)
-    return DriverChoice(
-        branch,
-        flavour,
-        fabric_manager,
-        names,
-        bool(branches[branch].get("lts")),
-        False,
-        f"newest branch covering {', '.join(names)}",
+    lts = bool(branches[branch].get("lts"))
+    return DriverChoice(branch, flavour, nvswitch, tuple(sorted(entries)), lts, pin is not None,
+                        reason)  # fmt: skip
+
+
+def _nvidia_entries(
+    models: Iterable[str], catalog: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Mapping[str, Any]]:
+    """The catalog entries of the NVIDIA models among ``models``; refuses unknown models."""
+    unknown = [model for model in dict.fromkeys(models) if model not in catalog]
+    if unknown:
+        raise DriverRefusal([f"{model!r} is not in the accelerator catalog" for model in unknown])
+    return {
+        model: catalog[model]
+        for model in dict.fromkeys(models)
+        if catalog[model].get("vendor") == "nvidia"
+    }
+
+
+def _check_pin(
+    pin: int,
+    entries: Mapping[str, Mapping[str, Any]],
+    kernel_modules: KernelModulesPreference,
+    offered: list[int],
+    source_name: str,
+    branches: Mapping[int, Mapping[str, Any]],
+) -> None:
+    """Refuses a pinned branch that is unknown, misses a model, is not packaged, or has no
+    kernel module flavour for the host, naming every reason at once."""
+    info = branches.get(pin)
+    if info is None:
+        known = ", ".join(str(b) for b in sorted(branches))
+        raise DriverRefusal([f"pinned branch {pin} is not a known driver branch (known: {known})"])
+    problems = [_why_not(m, pin, info, e) for m, e in entries.items() if not _covers(pin, info, e)]
+    if pin not in offered:
+        problems.append(
+            f"branch {pin} is not packaged for {source_name} "
+            f"(offered: {', '.join(str(b) for b in offered) or 'none'})"
+        )
+    flavour = _kernel_modules(pin, entries, kernel_modules)
+    if isinstance(flavour, list):
+        problems.extend(flavour)
+    if problems:
+        raise DriverRefusal([f"pinned branch {pin} refused: {p}" for p in problems])
+
+
+def _newest_covering(
+    entries: Mapping[str, Mapping[str, Any]],
+    offered: list[int],
+    source_name: str,
+    branches: Mapping[int, Mapping[str, Any]],
+) -> int:
+    """The newest offered branch that covers every model; refuses when none does."""
+    covering = [b for b in offered if all(_covers(b, branches[b], e) for e in entries.values())]
+    if covering:
+        return covering[-1]
+    ranges = ", ".join(
+        f"{m} {e.get('min_driver_branch')}..{e.get('max_driver_branch') or 'newest'}"
+        for m, e in sorted(entries.items())
+    )
+    offered_text = ", ".join(str(b) for b in offered) or "none"
+    raise DriverRefusal(
+        [
+            f"no driver branch offered for {source_name} ({offered_text}) "
+            f"covers every model on the host ({ranges})"
+        ]
     )
 
 
