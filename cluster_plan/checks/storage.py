@@ -23,19 +23,29 @@ def check_ceph(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         ("storage", "ceph") if ceph else ("node_groups", (mons or osds)[0].group, "roles")
     )
     yield from _monitors(mons, osds, where)
+    ceph = ceph or {}
     # A host whose profile is unknown is reported as such; here it gets the benefit of doubt.
     holders = [n for n in osds if _osd_disks(plan, n) or not _known_profile(plan, n)]
-    yield from _pools(plan, ceph or {}, holders)
-    yield from _dataset_pools(plan, ceph or {}, holders)
-    yield from _cephfs(ceph or {}, nodes)
-    yield from _zap(plan, ceph or {}, nodes)
+    yield from _pools(plan, ceph, holders)
+    yield from _dataset_pools(plan, ceph, holders)
+    yield from _cephfs(ceph, nodes)
+    yield from _zap(plan, ceph, nodes)
+    yield from _bench_pool(plan, ceph)
+    yield from _profiles_without_osd_disk(plan, osds)
+
+
+def _bench_pool(plan: Plan, ceph: dict[str, Any]) -> Iterator[Finding]:
+    """The storage acceptance benchmark writes to a pool the plan has."""
     bench_pool = ((plan.get("acceptance") or {}).get("storage") or {}).get("pool")
-    pools = [p["name"] for p in (ceph or {}).get("pools", [])]
+    pools = [p["name"] for p in ceph.get("pools", [])]
     if bench_pool and bench_pool not in pools:
         yield missing("Ceph pool", bench_pool, pools, ("acceptance", "storage", "pool"))
-    profiles = {n.hardware for n in osds}
+
+
+def _profiles_without_osd_disk(plan: Plan, osds: list[Node]) -> Iterator[Finding]:
     # an unknown profile is reported as such; it has no disks to look at
-    for profile in sorted(p for p in profiles if isinstance(p, str) and p in plan["hardware"]):
+    profiles = {n.hardware for n in osds if _known_profile(plan, n)}
+    for profile in sorted(profiles):
         disks = plan["hardware"][profile].get("disks", [])
         if not any(d.get("use") == "osd" for d in disks):
             yield Finding(
