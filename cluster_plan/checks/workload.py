@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from cluster_plan.catalog import load_catalog
@@ -212,45 +212,73 @@ def check_datasets(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     if not scheduler or scheduler["type"] not in COMPUTE_ROLES:
         return
     racks = declared_racks(plan)
-    classes = scheduler.get("workload_classes") or {}
-    routed = {wclass["pool"] for wclass in classes.values()}
-    roles = COMPUTE_ROLES[scheduler["type"]]
-    workers = [
-        n for n in nodes if (n.pool in routed if classes else any(r in n.roles for r in roles))
-    ]
-    produced = Counter(n.group for n in nodes)
-    # a group whose nodes could not be made is reported; where they would stand is unknown
-    in_doubt = any(
-        produced[name] != group.get("count")
-        for name, group in plan["node_groups"].items()
-        if (group.get("pool") in routed if classes else set(roles) & set(group.get("roles") or []))
-    ) or any(n.rack not in racks for n in workers)
-    by_rack: dict[str | None, list[Node]] = defaultdict(list)
-    for node in nodes:
-        by_rack[node.rack].append(node)
+    routed = _routed_pools(scheduler)
+    takes_work = _takes_work(routed, COMPUTE_ROLES[scheduler["type"]])
+    workers = [n for n in nodes if takes_work(n.pool, n.roles)]
+    in_doubt = _placement_in_doubt(plan, nodes, workers, takes_work, racks)
+    pools = sorted(routed) if routed is not None else None
     for name, dataset in (scheduler.get("datasets") or {}).items():
         path = ("scheduler", "datasets", name, "racks")
         if not isinstance(dataset["racks"], list):
             continue  # a type error in the schema, not unknown racks one letter each
-        for i, rack in enumerate(dataset["racks"]):
-            if rack not in racks:
-                yield missing("rack", rack, sorted(racks), (*path, i))
+        yield from _unknown_racks(dataset["racks"], racks, path)
         held = [r for r in dataset["racks"] if r in racks]
-        if not held or in_doubt:
-            continue
-        if any(n.rack in held for n in workers):
-            continue
-        yield _unreachable_dataset(name, held, by_rack, sorted(routed) if classes else None, path)
+        if not in_doubt and _out_of_reach(held, workers):
+            yield _unreachable_dataset(name, held, nodes, pools, path)
+
+
+def _out_of_reach(held: list[str], workers: list[Node]) -> bool:
+    """A dataset in declared racks where no node that takes work stands."""
+    return bool(held) and not any(n.rack in held for n in workers)
+
+
+def _unknown_racks(named: list[Any], racks: set[str], path: tuple[Any, ...]) -> Iterator[Finding]:
+    for i, rack in enumerate(named):
+        if rack not in racks:
+            yield missing("rack", rack, sorted(racks), (*path, i))
+
+
+def _placement_in_doubt(
+    plan: Plan,
+    nodes: list[Node],
+    workers: list[Node],
+    takes_work: Callable[[Any, Any], bool],
+    racks: set[str],
+) -> bool:
+    """Where the working nodes stand is unknown: a group whose nodes could not all be made,
+    or a node in an undeclared rack (both reported by their own checks)."""
+    produced = Counter(n.group for n in nodes)
+    short = any(
+        produced[name] != group.get("count")
+        for name, group in plan["node_groups"].items()
+        if takes_work(group.get("pool"), group.get("roles") or [])
+    )
+    return short or any(n.rack not in racks for n in workers)
+
+
+def _routed_pools(scheduler: dict[str, Any]) -> set[str] | None:
+    """The pools the workload classes route work to; None in a plan without classes."""
+    classes = scheduler.get("workload_classes") or {}
+    return {wclass["pool"] for wclass in classes.values()} if classes else None
+
+
+def _takes_work(routed: set[str] | None, roles: Iterable[str]) -> Callable[[Any, Any], bool]:
+    """Whether a node or group (its pool, its roles) takes the scheduler's work: in a pool that
+    a workload class routes to, or, without workload classes, with a compute role."""
+    if routed is not None:
+        return lambda pool, _roles: pool in routed
+    wanted = set(roles)
+    return lambda _pool, have: bool(wanted & set(have))
 
 
 def _unreachable_dataset(
     name: str,
     held: list[str],
-    by_rack: dict[str | None, list[Node]],
+    nodes: list[Node],
     pools: list[str] | None,
     path: tuple[Any, ...],
 ) -> Finding:
-    there = [n.name for r in held for n in by_rack.get(r, [])]
+    there = [n.name for r in held for n in nodes if n.rack == r]
     where = f"rack{'s' if len(held) > 1 else ''} {', '.join(held)}"
     target = (
         f"pool{'s' if len(pools) > 1 else ''} {', '.join(pools)} that work is routed to"
