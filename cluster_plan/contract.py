@@ -10,6 +10,7 @@ golden expanded files are checked against them at run time (`conformance_errors`
 
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal, TypedDict, Union, get_args, get_origin
 
 
@@ -389,28 +390,56 @@ def _typed_dict_errors(value: Any, kind: Any, path: str) -> list[str]:
 
 def conformance_errors(value: Any, kind: Any, path: str = "$") -> list[str]:
     """Where ``value`` does not have the shape ``kind`` describes (empty when it does)."""
-    origin = get_origin(kind)
     if kind is Any:
         return []
-    if origin in (typing.Required, typing.NotRequired):
-        return conformance_errors(value, get_args(kind)[0], path)
     if isinstance(kind, type) and typing.is_typeddict(kind):
         return _typed_dict_errors(value, kind, path)
-    if origin in (Union, types.UnionType):
-        options = [conformance_errors(value, k, path) for k in get_args(kind)]
-        return [] if any(not o for o in options) else min(options, key=len)
-    if origin is Literal:
-        return [] if value in get_args(kind) else [f"{path}: {value!r} not in {get_args(kind)}"]
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{path}: expected a list, got {type(value).__name__}"]
-        (item,) = get_args(kind)
-        return [e for i, v in enumerate(value) for e in conformance_errors(v, item, f"{path}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{path}: expected a mapping, got {type(value).__name__}"]
-        _, item = get_args(kind)
-        return [e for k, v in value.items() for e in conformance_errors(v, item, f"{path}.{k}")]
+    by_origin = _BY_ORIGIN.get(get_origin(kind))
+    if by_origin is not None:
+        return by_origin(value, kind, path)
+    return _scalar_errors(value, kind, path)
+
+
+def _wrapped_errors(value: Any, kind: Any, path: str) -> list[str]:
+    """Required[X] and NotRequired[X] are X."""
+    return conformance_errors(value, get_args(kind)[0], path)
+
+
+def _union_errors(value: Any, kind: Any, path: str) -> list[str]:
+    options = [conformance_errors(value, k, path) for k in get_args(kind)]
+    return [] if any(not o for o in options) else min(options, key=len)
+
+
+def _literal_errors(value: Any, kind: Any, path: str) -> list[str]:
+    return [] if value in get_args(kind) else [f"{path}: {value!r} not in {get_args(kind)}"]
+
+
+def _list_errors(value: Any, kind: Any, path: str) -> list[str]:
+    if not isinstance(value, list):
+        return [f"{path}: expected a list, got {type(value).__name__}"]
+    (item,) = get_args(kind)
+    return [e for i, v in enumerate(value) for e in conformance_errors(v, item, f"{path}[{i}]")]
+
+
+def _dict_errors(value: Any, kind: Any, path: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{path}: expected a mapping, got {type(value).__name__}"]
+    _, item = get_args(kind)
+    return [e for k, v in value.items() for e in conformance_errors(v, item, f"{path}.{k}")]
+
+
+_BY_ORIGIN: dict[Any, Callable[[Any, Any, str], list[str]]] = {
+    typing.Required: _wrapped_errors,
+    typing.NotRequired: _wrapped_errors,
+    Union: _union_errors,
+    types.UnionType: _union_errors,
+    Literal: _literal_errors,
+    list: _list_errors,
+    dict: _dict_errors,
+}
+
+
+def _scalar_errors(value: Any, kind: Any, path: str) -> list[str]:
     if kind is type(None):
         return [] if value is None else [f"{path}: expected null, got {value!r}"]
     if kind is float:

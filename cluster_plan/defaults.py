@@ -253,38 +253,47 @@ def _scheduler_sections(plan: dict[str, Any]) -> None:
 
 
 def _set_derived(plan: dict[str, Any]) -> None:
-    cluster = plan.get("cluster")
-    if isinstance(cluster, dict) and cluster.get("management_network") is None:
+    """Values the plan leaves to derivation, in order: a later one may read an earlier one."""
+    cluster = _mapping(plan, "cluster")
+    if cluster is not None and cluster.get("management_network") is None:
         cluster["management_network"] = management_network(plan)
-    acceptance = plan.get("acceptance") or {}
-    network = acceptance.get("network") if isinstance(acceptance, dict) else None
-    if isinstance(network, dict) and not network.get("networks"):
+    network = _mapping(_mapping(plan, "acceptance"), "network")
+    if network is not None and not network.get("networks"):
         network["networks"] = tested_networks(plan)
-    scheduler = plan.get("scheduler")
-    slurm = scheduler.get("slurm") if isinstance(scheduler, dict) else None
-    if isinstance(slurm, dict) and isinstance(cluster, dict):
+    scheduler = _mapping(plan, "scheduler")
+    slurm = _mapping(scheduler, "slurm")
+    if slurm is not None and cluster is not None:
         slurm.setdefault("cluster_name", cluster.get("name"))
-    kubernetes = scheduler.get("kubernetes") if isinstance(scheduler, dict) else None
-    if isinstance(kubernetes, dict) and kubernetes.get("node_network") is None:
+    kubernetes = _mapping(scheduler, "kubernetes")
+    if kubernetes is not None and kubernetes.get("node_network") is None:
         kubernetes["node_network"] = management_network(plan)
-    storage = plan.get("storage") or {}
-    ceph = storage.get("ceph") if isinstance(storage, dict) else None
-    networks = plan["networks"] if isinstance(plan.get("networks"), dict) else {}
-    if isinstance(ceph, dict) and networks:
-        if ceph.get("public_network") is None:
-            storage_net = "storage" if "storage" in networks else None
-            ceph["public_network"] = storage_net or management_network(plan)
-        # one network unless the plan says; a derived value never repeats a plan's mistake
-        if ceph.get("cluster_network") is None and ceph["public_network"] in networks:
-            ceph["cluster_network"] = ceph["public_network"]
-    if isinstance(ceph, dict):
+    networks = _mapping(plan, "networks") or {}
+    ceph = _mapping(_mapping(plan, "storage"), "ceph")
+    if ceph is not None:
+        _ceph_networks(plan, ceph, networks)
         _ceph_derived(plan, ceph)
-    node_groups = plan.get("node_groups")
-    if isinstance(node_groups, dict):
-        all_networks = list(networks)
-        for group in node_groups.values():
-            if isinstance(group, dict) and "networks" not in group:
-                group["networks"] = list(all_networks)
+    for group in (_mapping(plan, "node_groups") or {}).values():
+        if isinstance(group, dict) and "networks" not in group:
+            group["networks"] = list(networks)
+
+
+def _mapping(parent: Any, key: str) -> dict[str, Any] | None:
+    """parent[key] where both are mappings; None otherwise (the schema reports the rest)."""
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _ceph_networks(plan: dict[str, Any], ceph: dict[str, Any], networks: dict[str, Any]) -> None:
+    """Ceph's public network: the storage network, else management; its cluster network: the
+    public one. One network unless the plan says; a derived value never repeats a plan's
+    mistake (a public network the plan does not have is not copied)."""
+    if not networks:
+        return
+    if ceph.get("public_network") is None:
+        storage_net = "storage" if "storage" in networks else None
+        ceph["public_network"] = storage_net or management_network(plan)
+    if ceph.get("cluster_network") is None and ceph["public_network"] in networks:
+        ceph["cluster_network"] = ceph["public_network"]
 
 
 def _ceph_derived(plan: dict[str, Any], ceph: dict[str, Any]) -> None:

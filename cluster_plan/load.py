@@ -192,69 +192,13 @@ def _fail(
 
 def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
     """Parse plan text; problems become findings on the returned document, never exceptions."""
-    if isinstance(raw, bytes):
-        if len(raw) > MAX_PLAN_BYTES:
-            return _fail(
-                file,
-                "plan-too-large",
-                f"the plan is {len(raw)} bytes; the limit is {MAX_PLAN_BYTES}",
-                hint="a plan describes node groups, not every node",
-            )
-        if b"\x00" in raw:
-            return _fail(file, "not-text", "the file holds binary data (NUL bytes), not YAML")
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            return _fail(
-                file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})"
-            )
-    else:
-        text = raw
-    if not text.strip() or all(
-        not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
-    ):
-        return _fail(
-            file,
-            "empty-plan",
-            "the plan is empty",
-            text=text,
-            hint="start from inventory/lab/cluster.yml or inventory/examples/",
-        )
-    try:
-        nodes = list(yaml.compose_all(text, Loader=_Loader))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        col = mark.column + 1 if mark else None
-        problem = exc.problem or "invalid YAML"
-        context = f" ({exc.context})" if exc.context else ""
-        return _fail(
-            file,
-            "yaml-syntax",
-            f"YAML syntax error: {problem}{context}",
-            line,
-            col,
-            text=text,
-            hint="check indentation and quoting on this line",
-        )
-    except yaml.YAMLError as exc:
-        return _fail(file, "yaml-syntax", f"YAML error: {exc}", text=text)
-    nodes = [n for n in nodes if n is not None]
-    if not nodes:
-        return _fail(file, "empty-plan", "the plan is empty", text=text)
-    if len(nodes) > 1:
-        second = nodes[1].start_mark
-        return _fail(
-            file,
-            "multiple-documents",
-            "the plan holds more than one YAML document",
-            second.line + 1,
-            second.column + 1,
-            text=text,
-            hint="a plan is one document; remove the extra '---'",
-        )
+    text = _decode(raw, file) if isinstance(raw, bytes) else raw
+    if isinstance(text, PlanDocument):
+        return text
+    root = _root(text, file)
+    if isinstance(root, PlanDocument):
+        return root
     doc = PlanDocument(file=file, text=text, data=None)
-    root = nodes[0]
     if not isinstance(root, yaml.MappingNode):
         kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
         doc.findings.append(
@@ -269,6 +213,79 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
             )
         )
         return doc
+    _build(doc, root)
+    return doc
+
+
+def _decode(raw: bytes, file: str) -> str | PlanDocument:
+    """The plan's bytes as text, or a document holding why they are not a plan's text."""
+    if len(raw) > MAX_PLAN_BYTES:
+        return _fail(
+            file,
+            "plan-too-large",
+            f"the plan is {len(raw)} bytes; the limit is {MAX_PLAN_BYTES}",
+            hint="a plan describes node groups, not every node",
+        )
+    if b"\x00" in raw:
+        return _fail(file, "not-text", "the file holds binary data (NUL bytes), not YAML")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return _fail(
+            file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        )
+
+
+def _blank(text: str) -> bool:
+    """Nothing but blank lines and comments."""
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
+
+
+def _root(text: str, file: str) -> yaml.Node | PlanDocument:
+    """The plan's one YAML document, composed; or a document holding why there is none."""
+    if not text.strip() or _blank(text):
+        return _fail(
+            file,
+            "empty-plan",
+            "the plan is empty",
+            text=text,
+            hint="start from inventory/lab/cluster.yml or inventory/examples/",
+        )
+    try:
+        nodes = [n for n in yaml.compose_all(text, Loader=_Loader) if n is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        context = f" ({exc.context})" if exc.context else ""
+        return _fail(
+            file,
+            "yaml-syntax",
+            f"YAML syntax error: {exc.problem or 'invalid YAML'}{context}",
+            mark.line + 1 if mark else None,
+            mark.column + 1 if mark else None,
+            text=text,
+            hint="check indentation and quoting on this line",
+        )
+    except yaml.YAMLError as exc:
+        return _fail(file, "yaml-syntax", f"YAML error: {exc}", text=text)
+    if not nodes:
+        return _fail(file, "empty-plan", "the plan is empty", text=text)
+    if len(nodes) > 1:
+        second = nodes[1].start_mark
+        return _fail(
+            file,
+            "multiple-documents",
+            "the plan holds more than one YAML document",
+            second.line + 1,
+            second.column + 1,
+            text=text,
+            hint="a plan is one document; remove the extra '---'",
+        )
+    return nodes[0]
+
+
+def _build(doc: PlanDocument, root: yaml.MappingNode) -> None:
+    """The plan's data from its composed mapping, on `doc`; a value YAML cannot construct
+    becomes a finding (and no data)."""
     try:
         data = _Builder(doc).build(root, ())
         # Top-level `x-` keys hold YAML anchors for the rest of the plan (the Compose
@@ -282,13 +299,12 @@ def parse_plan_text(raw: bytes | str, file: str) -> PlanDocument:
                 "yaml-value",
                 f"cannot read a value: {problem}",
                 (),
-                file=file,
+                file=doc.file,
                 line=mark.line + 1 if mark else None,
                 column=mark.column + 1 if mark else None,
             )
         )
         doc.data = None
-    return doc
 
 
 def load_plan_file(path: str | Path) -> PlanDocument:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -104,85 +105,106 @@ def _describe_all(error: ValidationError) -> list[tuple[str, str, str | None, Js
     return [_describe(error)]
 
 
-def _describe(error: ValidationError) -> tuple[str, str, str | None, JsonPath, bool]:
+Described = tuple[str, str, str | None, JsonPath, bool]
+
+
+def _describe(error: ValidationError) -> Described:
     """code, message, hint, path, and whether the finding points at a key."""
     path: JsonPath = tuple(error.absolute_path)
-    kind = error.validator
     if "propertyNames" in error.schema_path and isinstance(error.instance, str):
-        described = error.schema.get("description") if isinstance(error.schema, dict) else None
-        return (
-            "name",
-            f"{error.instance!r} is not a valid name",
-            described or "names start with a lower-case letter; then letters, digits, '-' or '_'",
-            (*path, error.instance),
-            True,
-        )
-    if kind == "additionalProperties" and isinstance(error.instance, dict):
-        known = _subschema_properties(error)
-        extra = [k for k in error.instance if k not in known]
-        return _unknown_key(str(extra[0]) if extra else "?", known, path)
-    if kind == "required":
-        missing = str(error.message).split("'")[1] if "'" in error.message else error.message
-        return "missing-key", f"required key {missing!r} is missing", None, path, False
-    if kind == "type":
-        expected = error.validator_value
-        got = type(error.instance).__name__
-        got = {
-            "str": "string",
-            "int": "integer",
-            "float": "number",
-            "dict": "mapping",
-            "list": "list",
-            "bool": "boolean",
-            "NoneType": "nothing",
-        }.get(got, got)
-        hint = (
-            'quote dates and times, e.g. "2027-01-05T02:00:00"'
-            if got in ("datetime", "date")
-            else None
-        )
-        return "type", f"expected {expected}, got {got} ({error.instance!r})", hint, path, False
-    if kind == "enum":
-        choices = [str(v) for v in error.validator_value]  # type: ignore[union-attr]
-        allowed = ", ".join(choices)
-        close = difflib.get_close_matches(str(error.instance), choices, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"one of: {allowed}"
-        return "enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False
-    if kind == "const":
-        return "value", f"must be {error.validator_value!r}", None, path, False
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        return (
-            "range",
-            f"{error.instance!r} is out of range ({kind} {error.validator_value})",
-            None,
-            path,
-            False,
-        )
-    if kind in ("pattern", "maxLength"):
-        return _grammar_finding(error, path)
-    if kind in ("minProperties", "minItems"):
-        return "empty", "must not be empty", None, path, False
-    if kind == "uniqueItems":
-        return "duplicate-item", "list items must be unique", None, path, False
-    if kind in ("oneOf", "anyOf"):
-        branches: list[Any] = list(error.validator_value)  # type: ignore[arg-type]
-        kinds = sorted(
-            {
-                _KIND_NAMES.get(str(sub.get("type")), str(sub.get("type")))
-                for sub in branches
-                if isinstance(sub, dict) and "type" in sub
-            }
-        )
-        desc = error.schema.get("description") if isinstance(error.schema, dict) else None
-        if kinds:
-            return (
-                "type",
-                f"expected {' or '.join(kinds)}, got {_kind(error.instance)}",
-                desc,
-                path,
-                False,
-            )
-    return "schema", error.message, None, path, False
+        return _bad_name(error, path)
+    describe = _BY_VALIDATOR.get(str(error.validator))
+    described = describe(error, path) if describe is not None else None
+    return described or ("schema", error.message, None, path, False)
+
+
+def _bad_name(error: ValidationError, path: JsonPath) -> Described:
+    name = str(error.instance)  # the caller saw a string
+    described = error.schema.get("description") if isinstance(error.schema, dict) else None
+    return (
+        "name",
+        f"{name!r} is not a valid name",
+        described or "names start with a lower-case letter; then letters, digits, '-' or '_'",
+        (*path, name),
+        True,
+    )
+
+
+def _additional(error: ValidationError, path: JsonPath) -> Described | None:
+    if not isinstance(error.instance, dict):
+        return None
+    known = _subschema_properties(error)
+    extra = [k for k in error.instance if k not in known]
+    return _unknown_key(str(extra[0]) if extra else "?", known, path)
+
+
+def _required(error: ValidationError, path: JsonPath) -> Described:
+    missing = str(error.message).split("'")[1] if "'" in error.message else error.message
+    return "missing-key", f"required key {missing!r} is missing", None, path, False
+
+
+_PYTHON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "dict": "mapping",
+    "list": "list",
+    "bool": "boolean",
+    "NoneType": "nothing",
+}
+
+
+def _type(error: ValidationError, path: JsonPath) -> Described:
+    got = type(error.instance).__name__
+    got = _PYTHON_TYPES.get(got, got)
+    hint = (
+        'quote dates and times, e.g. "2027-01-05T02:00:00"' if got in ("datetime", "date") else None
+    )
+    message = f"expected {error.validator_value}, got {got} ({error.instance!r})"
+    return "type", message, hint, path, False
+
+
+def _enum(error: ValidationError, path: JsonPath) -> Described:
+    choices = [str(v) for v in error.validator_value]  # type: ignore[union-attr]
+    allowed = ", ".join(choices)
+    close = difflib.get_close_matches(str(error.instance), choices, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"one of: {allowed}"
+    return "enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False
+
+
+def _const(error: ValidationError, path: JsonPath) -> Described:
+    return "value", f"must be {error.validator_value!r}", None, path, False
+
+
+def _range(error: ValidationError, path: JsonPath) -> Described:
+    message = f"{error.instance!r} is out of range ({error.validator} {error.validator_value})"
+    return "range", message, None, path, False
+
+
+def _empty(error: ValidationError, path: JsonPath) -> Described:
+    return "empty", "must not be empty", None, path, False
+
+
+def _unique(error: ValidationError, path: JsonPath) -> Described:
+    return "duplicate-item", "list items must be unique", None, path, False
+
+
+def _one_of(error: ValidationError, path: JsonPath) -> Described | None:
+    """A value that none of the branches' types admit; None when the branches differ in
+    more than type (the validator's own message then)."""
+    branches: list[Any] = list(error.validator_value)  # type: ignore[arg-type]
+    kinds = sorted(
+        {
+            _KIND_NAMES.get(str(sub.get("type")), str(sub.get("type")))
+            for sub in branches
+            if isinstance(sub, dict) and "type" in sub
+        }
+    )
+    if not kinds:
+        return None
+    desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+    message = f"expected {' or '.join(kinds)}, got {_kind(error.instance)}"
+    return "type", message, desc, path, False
 
 
 _SHOWN_CHARACTERS = 60
@@ -216,6 +238,27 @@ _KIND_NAMES = {
     "string": "a string",
     "number": "a number",
     "boolean": "true or false",
+}
+
+
+# How each JSON Schema keyword's failure reads; a keyword not here keeps jsonschema's message.
+_BY_VALIDATOR: dict[str, Callable[[ValidationError, JsonPath], Described | None]] = {
+    "additionalProperties": _additional,
+    "required": _required,
+    "type": _type,
+    "enum": _enum,
+    "const": _const,
+    "minimum": _range,
+    "maximum": _range,
+    "exclusiveMinimum": _range,
+    "exclusiveMaximum": _range,
+    "pattern": _grammar_finding,
+    "maxLength": _grammar_finding,
+    "minProperties": _empty,
+    "minItems": _empty,
+    "uniqueItems": _unique,
+    "oneOf": _one_of,
+    "anyOf": _one_of,
 }
 
 

@@ -36,22 +36,35 @@ def storage_spec_from_expanded(expanded: Mapping[str, Any]) -> StorageSpec | Non
     ceph = (expanded.get("storage") or {}).get("ceph")
     hosts = expanded.get("hosts") or {}
     # Only hosts of this run (a run may be limited to some hosts).
-    mons = [h for h in (expanded.get("groups") or {}).get("ceph_mon") or [] if h in hosts]
+    mons = [h for h in _group(expanded, "ceph_mon") if h in hosts]
     if not ceph or not mons:
         return None
-    planned = sum(
-        1
-        for host in (expanded.get("groups") or {}).get("ceph_osd") or []
-        for disk in (hosts.get(host) or {}).get("disks") or []
-        if disk.get("use") == "osd"
-    )
     settings = (expanded.get("acceptance") or {}).get("storage") or {}
-    pools = ceph.get("pools") or []
-    rbd = [p["name"] for p in pools if p.get("application", "rbd") == "rbd"]
-    pool = settings.get("pool") or (rbd or [p["name"] for p in pools] or [""])[0]
+    pool = settings.get("pool") or _bench_pool(ceph.get("pools") or [])
     if not pool:
         return None
-    return StorageSpec(mons[0], planned, pool, int(settings.get("bench_seconds", 10)))
+    seconds = int(settings.get("bench_seconds", 10))
+    return StorageSpec(mons[0], _planned_osds(expanded, hosts), pool, seconds)
+
+
+def _group(expanded: Mapping[str, Any], name: str) -> list[str]:
+    return list((expanded.get("groups") or {}).get(name) or [])
+
+
+def _planned_osds(expanded: Mapping[str, Any], hosts: Mapping[str, Any]) -> int:
+    """The OSD disks the plan gives the OSD hosts."""
+    disks = [disk for host in _group(expanded, "ceph_osd") for disk in _disks(hosts, host)]
+    return sum(1 for disk in disks if disk.get("use") == "osd")
+
+
+def _disks(hosts: Mapping[str, Any], host: str) -> list[dict[str, Any]]:
+    return list((hosts.get(host) or {}).get("disks") or [])
+
+
+def _bench_pool(pools: list[dict[str, Any]]) -> str:
+    """The first rbd pool, else the first pool ("" without pools)."""
+    rbd = [p["name"] for p in pools if p.get("application", "rbd") == "rbd"]
+    return str((rbd or [p["name"] for p in pools] or [""])[0])
 
 
 def parse_bench(result: CommandResult) -> dict[str, Any]:
@@ -91,24 +104,12 @@ def storage_section(
 ) -> dict[str, Any]:
     """The report's storage section and its verdict: HEALTH_OK, every planned OSD up and in,
     every PG active+clean, both benchmarks ran."""
-    osds = (osd_dump or {}).get("osds") or []
-    summary = (pg_stat or {}).get("pg_summary") or {}
-    states = {s["name"]: s["num"] for s in summary.get("num_pg_by_state") or []}
     section = {
         "host": spec.admin,
         "health": (health or {}).get("status", "unknown"),
         "health_checks": sorted((health or {}).get("checks") or {}),
-        "osds": {
-            "planned": spec.planned_osds,
-            "total": len(osds),
-            "up": sum(1 for o in osds if o.get("up") == 1),
-            "in": sum(1 for o in osds if o.get("in") == 1),
-        },
-        "pgs": {
-            "total": int(summary.get("num_pgs") or 0),
-            "active_clean": int(states.get("active+clean", 0)),
-            "states": states,
-        },
+        "osds": _osd_counts(spec, osd_dump),
+        "pgs": _pg_counts(pg_stat),
         "bench": {
             "pool": spec.pool,
             "seconds": spec.seconds,
@@ -118,6 +119,33 @@ def storage_section(
             "read": read,
         },
     }
+    problems = _storage_problems(spec, section)
+    section["problems"] = problems
+    section["passed"] = not problems
+    return section
+
+
+def _osd_counts(spec: StorageSpec, osd_dump: Any) -> dict[str, int]:
+    osds = (osd_dump or {}).get("osds") or []
+    return {
+        "planned": spec.planned_osds,
+        "total": len(osds),
+        "up": sum(1 for o in osds if o.get("up") == 1),
+        "in": sum(1 for o in osds if o.get("in") == 1),
+    }
+
+
+def _pg_counts(pg_stat: Any) -> dict[str, Any]:
+    summary = (pg_stat or {}).get("pg_summary") or {}
+    states = {s["name"]: s["num"] for s in summary.get("num_pg_by_state") or []}
+    return {
+        "total": int(summary.get("num_pgs") or 0),
+        "active_clean": int(states.get("active+clean", 0)),
+        "states": states,
+    }
+
+
+def _storage_problems(spec: StorageSpec, section: dict[str, Any]) -> list[str]:
     problems = []
     if section["health"] != "HEALTH_OK":
         checks = ", ".join(section["health_checks"]) or "no detail"
@@ -130,12 +158,11 @@ def storage_section(
     p = section["pgs"]
     if p["total"] == 0 or p["active_clean"] != p["total"]:
         problems.append(f"{p['active_clean']} of {p['total']} placement groups active+clean")
-    for name, bench in (("write", write), ("read", read)):
-        if bench["error"]:
-            problems.append(f"rados bench {name} on pool {spec.pool} failed: {bench['error']}")
-    section["problems"] = problems
-    section["passed"] = not problems
-    return section
+    for name in ("write", "read"):
+        error = section["bench"][name]["error"]
+        if error:
+            problems.append(f"rados bench {name} on pool {spec.pool} failed: {error}")
+    return problems
 
 
 def run_storage_phase(

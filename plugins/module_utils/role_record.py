@@ -253,30 +253,44 @@ def what_of(record: dict[str, Any]) -> dict[str, Any]:
 def differences(record: dict[str, Any], runner: Runner) -> list[str]:
     """Why the host no longer is what the record says (empty: it still is)."""
     live, problems = live_state(what_of(record), runner)
-    reasons = []
-    for path, digest in sorted((record.get("files") or {}).items()):
-        if live["files"][path] != digest:
-            reasons.append(
-                f"file {path} " + ("is gone" if live["files"][path] is None else "changed")
-            )
-    for path, summary in sorted((record.get("paths") or {}).items()):
-        if live["paths"][path] != summary:
-            reasons.append(f"{path} is {live['paths'][path] or 'gone'}, was {summary or 'absent'}")
-    for package, present in sorted((record.get("packages") or {}).items()):
-        if live["packages"].get(package) != present:
-            reasons.append(f"package {package} is {'not ' if present else ''}installed")
+    reasons = [*_file_differences(record, live), *_package_differences(record, live)]
     reasons += _unit_differences(record, live)
-    for package, version in sorted((record.get("held_packages") or {}).items()):
+    for package, version in _recorded(record, "held_packages"):
         if live["held_packages"].get(package) != version:
             reasons.append(f"package {package} is no longer {version}")
     reasons += [f"package {problem}" for problem in problems if "held" in problem]
-    for table, ruleset in sorted((record.get("nftables") or {}).items()):
+    for table, ruleset in _recorded(record, "nftables"):
         if live["nftables"].get(table) != ruleset:
             reasons.append(f"nftables table {table} changed")
-    for name, probe in sorted((record.get("probes") or {}).items()):
+    for name, probe in _recorded(record, "probes"):
         if live["probes"][name]["digest"] != probe.get("digest"):
             reasons.append(f"{name} changed")
     return list(dict.fromkeys(reasons))
+
+
+def _recorded(record: dict[str, Any], kind: str) -> list[tuple[str, Any]]:
+    """The record's entries of one kind, sorted by name."""
+    return sorted((record.get(kind) or {}).items())
+
+
+def _file_differences(record: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    reasons = []
+    for path, digest in _recorded(record, "files"):
+        now = live["files"][path]
+        if now != digest:
+            reasons.append(f"file {path} " + ("is gone" if now is None else "changed"))
+    for path, summary in _recorded(record, "paths"):
+        if live["paths"][path] != summary:
+            reasons.append(f"{path} is {live['paths'][path] or 'gone'}, was {summary or 'absent'}")
+    return reasons
+
+
+def _package_differences(record: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    return [
+        f"package {package} is {'not ' if present else ''}installed"
+        for package, present in _recorded(record, "packages")
+        if live["packages"].get(package) != present
+    ]
 
 
 def _unit_differences(record: dict[str, Any], live: dict[str, Any]) -> list[str]:
