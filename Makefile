@@ -24,7 +24,7 @@ help:
 	@echo "make lab    - install everything, bring up the lab from $(PLAN), run site.yml on it"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make test-extended - make test and the long lab proofs it leaves out"
-	@echo "make lint   - ruff, mypy, yamllint, ansible-lint, plan schema checks"
+	@echo "make lint   - ruff, mypy, complexity (radon), yamllint, ansible-lint, plan schema checks"
 	@echo "make bench  - print the benchmark figures"
 	@echo "make lab-down - remove everything the lab made"
 
@@ -79,6 +79,7 @@ lint: deps
 	$(BIN)/ruff format --check cluster_plan plugins roles tests benchmarks
 	$(PY) -m cluster_plan.role_docs --check roles/*
 	$(BIN)/mypy
+	$(PY) tests/complexity.py
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production
 	$(MAKE) check-plans

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import complexity
 import pytest
 from linters import LintRun
 
@@ -33,6 +35,25 @@ def run(*cmd: str) -> subprocess.CompletedProcess[str]:
 def test_python_linters(tool: tuple[str, ...]) -> None:
     result = run(str(BIN / tool[0]), *tool[1:])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_function_over_the_complexity_limit_beyond_the_shrinking_list() -> None:
+    allowed = json.loads(complexity.ALLOWED.read_text())
+    assert complexity.problems(complexity.measure(), allowed) == []
+
+
+def test_the_complexity_list_only_shrinks(tmp_path: Path) -> None:
+    """A new complex function, a listed one that grew, and one no longer complex are named."""
+    (tmp_path / "cluster_plan").mkdir()
+    branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(16))
+    (tmp_path / "cluster_plan" / "m.py").write_text(f"def tangled(x):\n{branches}\n    return -1\n")
+    over = complexity.measure(tmp_path)
+    assert over == {"cluster_plan/m.py::tangled": 17}
+    found = complexity.problems(over, {"cluster_plan/gone.py::simple": 20})
+    assert [line.split(":")[0] for line in found] == ["cluster_plan/m.py", "cluster_plan/gone.py"]
+    assert "over 15" in found[0] and "remove it" in found[1]
+    assert "grew from 16" in complexity.problems(over, {"cluster_plan/m.py::tangled": 16})[0]
+    assert complexity.problems(over, {"cluster_plan/m.py::tangled": 17}) == []
 
 
 def test_yamllint_strict(yamllint: LintRun) -> None:
