@@ -172,6 +172,14 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def fact(value: Any) -> Any:
+    """A host fact as plain data. A list fact is a set Ansible builds in no fixed order
+    (virtualization_tech_guest came back as [container, other] and as [other, container] from
+    two gatherings of one node): sorted, so that gathering facts again is no change."""
+    value = plain(value)
+    return sorted(value, key=repr) if isinstance(value, list) else value
+
+
 class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None,
             **kwargs: Any) -> list[Any]:  # fmt: skip
@@ -189,7 +197,7 @@ class LookupModule(LookupBase):
         host = {
             "host": str(variables.get("inventory_hostname", "")),
             "plan_host": self._value(variables, "plan_host"),
-            "facts": {name: plain(facts.get(name)) for name in FACTS},
+            "facts": {name: fact(facts.get(name)) for name in FACTS},
         }
         results = []
         for role in names:

@@ -297,6 +297,16 @@ def test_the_same_inputs_give_the_same_digest_and_any_input_another(inputs: Any)
     assert inputs() != first  # the plan file (the backup role copies it as it is)
 
 
+def test_facts_gathered_again_in_another_order_are_the_same_inputs(inputs: Any) -> None:
+    """Two gatherings of one lab node listed virtualization_tech_guest in two orders; the
+    stage gate then ran every stage again and a check-mode run reported every record changed."""
+    facts = {"distribution": "Debian", "virtualization_tech_guest": ["container", "other"]}
+    first = inputs(ansible_facts=facts)
+    again = {**facts, "virtualization_tech_guest": ["other", "container"]}
+    assert inputs(ansible_facts=again) == first
+    assert inputs(ansible_facts={**facts, "virtualization_tech_guest": ["container"]}) != first
+
+
 def test_a_controller_file_a_role_keeps_is_an_input(inputs: Any) -> None:
     missing = inputs()
     passphrase = inputs.dir / "gpu01.passphrase"
