@@ -10,9 +10,9 @@ exported so that Ansible run by tests reaches this lab through the inventory plu
 
 `converged_lab` runs site.yml three times on the session lab (the converge; the idempotence
 run, every stage in full and verbose; a re-run through the stage gate, as a user's re-run
-is) and hands every test the runs. Those runs start in the background as soon as the lab
-tests that need no converge are done, while the tests that need no lab run
-(`converge_in_background`). Tests marked `lab_changes` change the
+is), and `site.yml --check` beside the idempotence run, and hands every test the runs. Those
+runs start in the background as soon as the lab tests that need no converge are done, while
+the tests that need no lab run (`converge_in_background`). Tests marked `lab_changes` change the
 shared lab (faults, growth) and restore it; they run after every other test of the session.
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it
 is (no session lab, no converge; tests reading the converge output skip): quick iterations.
@@ -29,10 +29,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 import pytest
 
@@ -278,15 +280,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @dataclass
 class Converged:
-    """The session lab after site.yml: the plan, the converge and idempotence runs, and a
-    third run as a user's re-run is, through the stage gate (None when
-    CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab)."""
+    """The session lab after site.yml: the plan, the converge and idempotence runs, a third
+    run as a user's re-run is, through the stage gate, and the check-mode run (each None when
+    CLUSTER_PLAN_LAB_CONVERGED=1 reused a converged lab); `runs_s`: their wall time."""
 
     plan: Path
     expanded: ExpandedPlan
     first: Run | None
     second: Run | None
     gated: Run | None = None
+    check: Run | None = None
+    runs_s: float | None = None
 
     @property
     def outputs(self) -> list[str]:
@@ -305,26 +309,47 @@ class Converged:
         return self.first, self.second
 
 
-Runs = tuple[Run, Run | None, Run | None]
+class Runs(NamedTuple):
+    """The session converge's runs, in order; `check` ran beside `second`."""
+
+    first: Run
+    second: Run | None
+    gated: Run | None
+    check: Run | None
+
+
 _CONVERGED: list[Converged] = []
 PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
 # Every stage in full, whatever the stage gate of site.yml finds (playbooks/tasks/stage_gate.yml).
 FULL_RUN = ("-e", "site_converge_when=always")
+# The check-mode run keeps its own fact cache: two runs at once must not write one file.
+CHECK_FACTS = REPO / ".cache" / "facts-check"
 
 
 def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]], None]) -> Runs:
     """site.yml three times on the session lab: the converge; every stage in full and
     verbose (the roles' own idempotence, no stage skipped by the stage gate; verbose on
     purpose: secrets must stay hidden even then); straight after, before any test touches
-    the lab, a re-run where nothing changed, through the stage gate as a user's re-run is."""
+    the lab, a re-run where nothing changed, through the stage gate as a user's re-run is.
+    `site.yml --check` (every stage) runs beside the idempotence run: neither changes a
+    converged lab, and one ansible-playbook leaves one of the two cores idle."""
     first = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
-    second = None
+    second = check = None
     if first.ok:
-        second = playbook(LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN, env=env, on_start=on_start)
+        check_env = {**env, "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(CHECK_FACTS)}
+        with ThreadPoolExecutor(2) as pool:
+            full = pool.submit(
+                playbook, LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN, env=env, on_start=on_start
+            )
+            checked = pool.submit(
+                playbook, LAB_PLAN, PLAYBOOKS, "--check", *FULL_RUN, env=check_env,
+                on_start=on_start,
+            )  # fmt: skip
+            second, check = full.result(), checked.result()
     gated = None
     if second is not None and second.ok:
         gated = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
-    return first, second, gated
+    return Runs(first, second, gated, check)
 
 
 class BackgroundConverge:
@@ -338,14 +363,15 @@ class BackgroundConverge:
         self.started = time.monotonic()
         self.runs: Runs | None = None
         self.error: BaseException | None = None
-        self.process: subprocess.Popen[str] | None = None
+        self.processes: list[subprocess.Popen[str]] = []
         self.stopped = False
+        self.ended: float | None = None
         env = ansible_env()
         self.thread = threading.Thread(target=self._run, args=(env,), daemon=True)
         self.thread.start()
 
     def _keep(self, proc: subprocess.Popen[str]) -> None:
-        self.process = proc
+        self.processes.append(proc)
         if self.stopped:
             proc.kill()
 
@@ -354,6 +380,8 @@ class BackgroundConverge:
             self.runs = converge_runs(env, self._keep)
         except BaseException as error:  # handed to the converged_lab fixture, raised there
             self.error = error
+        finally:
+            self.ended = time.monotonic()
 
     def wait(self) -> Runs:
         self.thread.join()
@@ -365,8 +393,9 @@ class BackgroundConverge:
     def stop(self) -> None:
         """The session ends before the converge did (Ctrl-C, a CI timeout): stop its run."""
         self.stopped = True
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        for proc in list(self.processes):
+            if proc.poll() is None:
+                proc.kill()
         self.thread.join(timeout=60)
 
 
@@ -408,21 +437,25 @@ def converged_lab(request: pytest.FixtureRequest) -> Converged:
     request.getfixturevalue("lab")  # brings the session lab up, exports CLUSTER_PLAN_LAB_ID
     if _BACKGROUND:
         background, waited = _BACKGROUND[0], time.monotonic()
-        first, second, gated = background.wait()
+        runs = background.wait()
+        runs_s = (background.ended or time.monotonic()) - background.started
         print(
-            f"\nsite.yml ran in the background for {time.monotonic() - background.started:.0f}s"
-            f" while the tests that need no lab ran; the converged lab's tests waited"
-            f" {time.monotonic() - waited:.0f}s for it",
+            f"\nsite.yml ran in the background for {runs_s:.0f}s while the tests that need no"
+            f" lab ran; the converged lab's tests waited {time.monotonic() - waited:.0f}s for it",
             end="",
         )
     else:
-        first, second, gated = converge_runs(ansible_env(), lambda _proc: None)
-    print(f"\nsite.yml on the session lab: converge {first.seconds:.0f}s", end="")
-    if second is not None:
-        print(f", idempotence run {second.seconds:.0f}s", end="")
-    if gated is not None:
-        print(f", gated re-run {gated.seconds:.0f}s", end="")
-    _CONVERGED.append(Converged(LAB_PLAN, expanded, first, second, gated))
+        started = time.monotonic()
+        runs = converge_runs(ansible_env(), lambda _proc: None)
+        runs_s = time.monotonic() - started
+    print(f"\nsite.yml on the session lab: converge {runs.first.seconds:.0f}s", end="")
+    if runs.second is not None:
+        print(f", idempotence run {runs.second.seconds:.0f}s", end="")
+    if runs.check is not None:
+        print(f" (--check beside it {runs.check.seconds:.0f}s)", end="")
+    if runs.gated is not None:
+        print(f", gated re-run {runs.gated.seconds:.0f}s", end="")
+    _CONVERGED.append(Converged(LAB_PLAN, expanded, *runs, runs_s=runs_s))
     return _CONVERGED[0]
 
 

@@ -2,11 +2,12 @@
 
 One check-mode run of the whole build proves what the Slurm and Ceph modules each proved with
 a run of their own stages (common and Slurm; storage): on a lab that site.yml converged, check
-mode reports no change on any host and fails nowhere. It only reads the lab, so it runs among
-the converged-lab tests that do not change it (cluster_plan/lab/pytest_plugin.py).
+mode reports no change on any host and fails nowhere. It only reads the lab, so the session's
+converge runs it beside the idempotence run, before any test touches the lab
+(cluster_plan/lab/pytest_plugin.py `converge_runs`); this test judges that run.
 
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it is:
-the check-mode run still runs; the assertion on the converge's own output then skips.
+the test runs the check-mode run itself; the assertion on the converge's own output then skips.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ STAGE_TASKS = (
 def test_check_mode_of_every_stage_reports_no_change(converged_lab: Converged) -> None:  # noqa: F811
     converged_lab.require_converged()
     # every task in check mode: the stage gate would skip every stage of a converged lab
-    run = playbook(PLAN, PLAYBOOKS, "--check", *FULL_RUN)
+    run = converged_lab.check or playbook(PLAN, PLAYBOOKS, "--check", *FULL_RUN)
     assert run.ok, run.result.stdout[-3000:]
     rows = recap(run.result.stdout)
     assert set(rows) >= set(converged_lab.expanded["hosts"])

@@ -138,11 +138,11 @@ class Recorder:
 
 
 def converge_runs_s() -> float | None:
-    """Seconds of the session converge's site.yml runs; None when none ran."""
+    """Wall seconds of the session converge's site.yml runs (the check-mode run beside the
+    idempotence run counted once); None when none ran."""
     from cluster_plan.lab import pytest_plugin
 
-    runs = [run for c in pytest_plugin._CONVERGED for run in (c.first, c.second, c.gated)]
-    seconds = [run.seconds for run in runs if run is not None]
+    seconds = [c.runs_s for c in pytest_plugin._CONVERGED if c.runs_s is not None]
     return round(sum(seconds), 1) if seconds else None
 
 

@@ -30,7 +30,7 @@ def fake_runs(env, on_start):
         raise RuntimeError("site.yml could not start")
     EVENTS.append("converge done")
     done = subprocess.CompletedProcess([], 0, "PLAY RECAP", "")
-    return Run(done, 0.5), Run(done, 0.5), Run(done, 0.5)
+    return lab_plugin.Runs(Run(done, 0.5), Run(done, 0.5), Run(done, 0.5), Run(done, 0.5))
 
 lab_plugin.converge_runs = fake_runs
 
@@ -53,6 +53,7 @@ def test_d_changes(converged_lab):
 def test_c_converged(converged_lab):
     EVENTS.append("converged")
     assert converged_lab.first.ok and converged_lab.gated is not None
+    assert converged_lab.check is not None and converged_lab.runs_s >= 0.5
 
 def test_b_plain():
     EVENTS.append("plain")
