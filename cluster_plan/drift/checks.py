@@ -101,26 +101,40 @@ def check_manifests(
 
 def check_recorded(name: str, facts: dict[str, Any]) -> Iterator[HostFinding]:
     """Files, services, held packages and firewall tables against the roles' records."""
-    manifests = {r: m for r, m in (facts.get("manifests") or {}).items() if "error" not in m}
     sums = facts.get("checksums") or {}
     units = facts.get("units") or {}
-    packages = facts.get("packages")
     tables = facts.get("nftables") or {}
-    for role, manifest in sorted(manifests.items()):
-        for path, digest in sorted((manifest.get("files") or {}).items()):
+    for role, manifest in _readable_records(facts):
+        for path, digest in _entries(manifest, "files"):
             if path in sums and sums[path] != digest:
                 yield HostFinding(name, "file", path, _short(digest), _short(sums[path]))
         for unit in manifest.get("services") or []:
-            state = units.get(unit)
-            if state and state["active"] != "active":
-                found = "not installed" if state["load"] == "not-found" else state["active"]
-                sub = f" ({state['sub']})" if state["sub"] and found != "not installed" else ""
-                yield HostFinding(name, "service", unit, "active", found + sub)
-        for package, version in sorted((manifest.get("held_packages") or {}).items()):
-            yield from _check_hold(name, package, version, packages)
-        for table, ruleset in sorted((manifest.get("nftables") or {}).items()):
+            yield from _check_service(name, unit, units.get(unit))
+        for package, version in _entries(manifest, "held_packages"):
+            yield from _check_hold(name, package, version, facts.get("packages"))
+        for table, ruleset in _entries(manifest, "nftables"):
             if table in tables:
                 yield from _check_ruleset(name, table, ruleset, tables[table], role)
+
+
+def _readable_records(facts: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The roles' records the host gave, by role; one it could not read is reported elsewhere."""
+    records = (facts.get("manifests") or {}).items()
+    return sorted((role, record) for role, record in records if "error" not in record)
+
+
+def _entries(manifest: dict[str, Any], kind: str) -> list[tuple[str, Any]]:
+    """A role record's entries of one kind, sorted by name."""
+    return sorted((manifest.get(kind) or {}).items())
+
+
+def _check_service(name: str, unit: str, state: dict[str, Any] | None) -> Iterator[HostFinding]:
+    """A recorded service that is not running (a unit the host did not report is not judged)."""
+    if not state or state["active"] == "active":
+        return
+    found = "not installed" if state["load"] == "not-found" else state["active"]
+    sub = f" ({state['sub']})" if state["sub"] and found != "not installed" else ""
+    yield HostFinding(name, "service", unit, "active", found + sub)
 
 
 def _check_hold(
@@ -167,22 +181,30 @@ def check_slurm_view(expanded: ExpandedPlan, view: str, facts: HostFacts) -> Ite
         return
     compute = [expanded["hosts"][h] for h in expanded["groups"].get("slurm_compute", [])]
     for record in slurm_node_records([dict(h) for h in compute]):
-        host = record["name"]
-        node = nodes.get(host)
+        node = nodes.get(record["name"])
         if node is None:
-            yield HostFinding(host, "slurm-node", "", f"known to slurmctld on {view}", "unknown")
-            continue
-        bad = sorted(set(node["flags"]) & SLURM_BAD_FLAGS)
-        if node["state"] not in SLURM_SERVING or bad:
-            state = "+".join([node["state"], *bad])
-            reason = f" ({node['reason']})" if node.get("reason") else ""
-            yield HostFinding(host, "slurm-state", "", "a node Slurm schedules on", state + reason)
-        gres = node["gres"].split("(")[0] if node["gres"] else ""
-        if gres != (record["gres"] or ""):
-            yield HostFinding(host, "slurm-gres", "", record["gres"] or "none", gres or "none")
-        if sorted(record["features"]) != node["features"]:
-            expected, found = ",".join(sorted(record["features"])), ",".join(node["features"])
-            yield HostFinding(host, "slurm-features", "", expected, found or "none")
+            yield HostFinding(
+                record["name"], "slurm-node", "", f"known to slurmctld on {view}", "unknown"
+            )
+        else:
+            yield from _slurm_node_differences(record, node)
+
+
+def _slurm_node_differences(record: dict[str, Any], node: dict[str, Any]) -> Iterator[HostFinding]:
+    """One node as slurmctld sees it against the plan's record of it: in service, its GRES
+    and its features."""
+    host = record["name"]
+    bad = sorted(set(node["flags"]) & SLURM_BAD_FLAGS)
+    if node["state"] not in SLURM_SERVING or bad:
+        state = "+".join([node["state"], *bad])
+        reason = f" ({node['reason']})" if node.get("reason") else ""
+        yield HostFinding(host, "slurm-state", "", "a node Slurm schedules on", state + reason)
+    gres = node["gres"].split("(")[0] if node["gres"] else ""
+    if gres != (record["gres"] or ""):
+        yield HostFinding(host, "slurm-gres", "", record["gres"] or "none", gres or "none")
+    if sorted(record["features"]) != node["features"]:
+        expected, found = ",".join(sorted(record["features"])), ",".join(node["features"])
+        yield HostFinding(host, "slurm-features", "", expected, found or "none")
 
 
 def _explained(finding: HostFinding, findings: list[HostFinding]) -> bool:
