@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from cluster_plan.contract import ExpandedPlan
@@ -12,19 +13,7 @@ from cluster_plan.lab.topology import plan_changes
 
 def collect(names: LabNames, expanded: ExpandedPlan) -> dict[str, Any]:
     st = state.load(names.state_file)
-    nodes: dict[str, Any] = {}
-    for host, spec in expanded["hosts"].items():
-        init = st.nodes.get(host) if st else None
-        alive = bool(init and init.alive())
-        nodes[host] = {
-            "address": spec.get("address"),
-            "netns": fabric.netns_exists(names.node_ns(host)),
-            "init_pid": init.pid if init and alive else None,
-            "state": node.system_state(init) if init and alive else "down",
-            "sshd": bool(init and alive and node.sshd_listening(init)),
-            "fault": (st.faults.get(host) if st else None),
-            "pss_mib": round(node.memory_mib(names, host)["pss_mib"], 1) if alive else None,
-        }
+    nodes = {host: _node_status(names, st, host, spec) for host, spec in expanded["hosts"].items()}
     services = {
         name: ref.alive()
         for name, ref in (st.services.items() if st else [])
@@ -33,21 +22,41 @@ def collect(names: LabNames, expanded: ExpandedPlan) -> dict[str, Any]:
     namespaces = fabric.lab_namespaces(names, expanded["hosts"])
     running = sum(1 for n in nodes.values() if n["sshd"])
     up = running == len(nodes) and all(services.values()) and bool(services)
-    leftovers = bool(namespaces) or st is not None
     stale = bool(st and plan_changes(expanded, st.fabric_digest, st.host_digests)[0])
-    condition = "degraded" if leftovers else "down"
-    if up:
-        condition = "outdated" if stale else "up"
     return {
         "lab": names.lab,
         "up": up and not stale,
         "plan_changed": stale,
         "running": running,
         "total": len(nodes),
-        "condition": condition,
+        "condition": _condition(up, stale, leftovers=bool(namespaces) or st is not None),
         "nodes": nodes,
         "services": services,
         "namespaces": namespaces,
+    }
+
+
+def _condition(up: bool, stale: bool, leftovers: bool) -> str:
+    """up; outdated (up, but the plan changed since); degraded (something is left); down."""
+    if up:
+        return "outdated" if stale else "up"
+    return "degraded" if leftovers else "down"
+
+
+def _node_status(
+    names: LabNames, st: state.LabState | None, host: str, spec: Mapping[str, Any]
+) -> dict[str, Any]:
+    init = st.nodes.get(host) if st else None
+    if init is None or not init.alive():
+        init = None
+    return {
+        "address": spec.get("address"),
+        "netns": fabric.netns_exists(names.node_ns(host)),
+        "init_pid": init.pid if init else None,
+        "state": node.system_state(init) if init else "down",
+        "sshd": bool(init and node.sshd_listening(init)),
+        "fault": (st.faults.get(host) if st else None),
+        "pss_mib": round(node.memory_mib(names, host)["pss_mib"], 1) if init else None,
     }
 
 
