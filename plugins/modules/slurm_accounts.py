@@ -129,34 +129,11 @@ def qos_commands(
 ) -> tuple[list[list[str]], list[list[str]]]:
     """(commands that add or change QOS, commands that remove QOS this project made)."""
     have = {row["Name"]: row for row in current}
-    changes: list[list[str]] = []
-    for qos in wanted:
-        settings = {
-            "Priority": str(int(qos.get("priority") or 0)),
-            "MaxWall": _wall(qos.get("max_wall")),
-            "Description": qos["description"],
-            # a job asking for more than the class allows is refused at submit, not left pending
-            "Flags": "DenyOnLimit",
-        }
-        row = have.get(qos["name"])
-        if row is None:
-            add = {k: v for k, v in settings.items() if not (k == "MaxWall" and v == "-1")}
-            changes.append(["add", "qos", qos["name"], *(f"{k}={v}" for k, v in add.items())])
-            continue
-        diff = {}
-        if row["Priority"] != settings["Priority"]:
-            diff["Priority"] = settings["Priority"]
-        if minutes(row["MaxWall"]) != qos.get("max_wall"):
-            diff["MaxWall"] = settings["MaxWall"]
-        if not same_text(row["Description"], settings["Description"]):
-            diff["Description"] = settings["Description"]
-        if "DenyOnLimit" not in names(row["Flags"]):
-            diff["Flags+"] = "DenyOnLimit"
-        if diff:
-            changes.append(
-                ["modify", "qos", "where", f"name={qos['name']}", "set"]
-                + [f"{k}={v}" for k, v in diff.items()]
-            )
+    changes = [
+        command
+        for qos in wanted
+        if (command := _qos_command(have.get(qos["name"]), qos)) is not None
+    ]
     wanted_names = {q["name"] for q in wanted}
     removals = [
         ["delete", "qos", "where", f"name={name}"]
@@ -164,6 +141,34 @@ def qos_commands(
         if name not in wanted_names and row["Description"].lower().startswith(f"{mark.lower()}:")
     ]
     return changes, removals
+
+
+def _qos_command(row: dict[str, str] | None, qos: dict[str, Any]) -> list[str] | None:
+    """The sacctmgr command that adds the QOS or brings it to the plan; None when it is."""
+    settings = {
+        "Priority": str(int(qos.get("priority") or 0)),
+        "MaxWall": _wall(qos.get("max_wall")),
+        "Description": qos["description"],
+        # a job asking for more than the class allows is refused at submit, not left pending
+        "Flags": "DenyOnLimit",
+    }
+    if row is None:
+        add = {k: v for k, v in settings.items() if not (k == "MaxWall" and v == "-1")}
+        return ["add", "qos", qos["name"], *(f"{k}={v}" for k, v in add.items())]
+    diff = {}
+    if row["Priority"] != settings["Priority"]:
+        diff["Priority"] = settings["Priority"]
+    if minutes(row["MaxWall"]) != qos.get("max_wall"):
+        diff["MaxWall"] = settings["MaxWall"]
+    if not same_text(row["Description"], settings["Description"]):
+        diff["Description"] = settings["Description"]
+    if "DenyOnLimit" not in names(row["Flags"]):
+        diff["Flags+"] = "DenyOnLimit"
+    if not diff:
+        return None
+    return ["modify", "qos", "where", f"name={qos['name']}", "set"] + [
+        f"{k}={v}" for k, v in diff.items()
+    ]
 
 
 def _account_settings(account: dict[str, Any]) -> dict[str, str]:
@@ -219,47 +224,59 @@ def account_commands(
     before parents)."""
     rows = {r["Account"]: r for r in assocs if not r["User"]}
     meta = {r["Account"]: r for r in accounts_meta}
-    where = ["cluster=" + cluster]
-    changes: list[list[str]] = []
-    for account in wanted:
-        name = account["name"]
-        settings = _account_settings(account)
-        if name not in rows:
-            values = {k: v for k, v in settings.items() if v and v != "-1"}
-            changes.append(
-                ["add", "account", name, f"Cluster={cluster}", f"Organization={mark}"]
-                + [f"Description={account['description']}"]
-                + [f"{k}={v}" for k, v in values.items()]
-            )
-            continue
-        diff = _account_diff(rows[name], account)
-        info = meta.get(name, {})
-        described = same_text(info.get("Descr", ""), account["description"])
-        if not described or not same_text(info.get("Org", ""), mark):
-            diff["Description"] = account["description"]
-            diff["Organization"] = mark
-        if diff:
-            changes.append(
-                ["modify", "account", "where", f"name={name}", *where, "set"]
-                + [f"{k}={v}" for k, v in diff.items()]
-            )
+    changes = [
+        command
+        for account in wanted
+        if (command := _account_command(cluster, rows, meta, account, mark)) is not None
+    ]
     if root_qos is not None and "root" in rows and names(rows["root"]["QOS"]) != set(root_qos):
         qos = "QOS=" + ",".join(sorted(root_qos))
-        changes.append(["modify", "account", "where", "name=root", *where, "set", qos])
+        changes.append(
+            ["modify", "account", "where", "name=root", f"cluster={cluster}", "set", qos]
+        )
     wanted_names = {a["name"] for a in wanted}
     stale = [
         name
         for name in rows
-        if name != "root"
-        and name not in wanted_names
+        if name not in ("root", *wanted_names)
         and same_text(meta.get(name, {}).get("Org", ""), mark)
     ]
     depth = {name: _depth(rows, name) for name in stale}
     removals = [
-        ["delete", "account", "where", f"name={name}", *where]
+        ["delete", "account", "where", f"name={name}", f"cluster={cluster}"]
         for name in sorted(stale, key=lambda n: (-depth[n], n))
     ]
     return changes, removals
+
+
+def _account_command(
+    cluster: str,
+    rows: dict[str, dict[str, str]],
+    meta: dict[str, dict[str, str]],
+    account: dict[str, Any],
+    mark: str,
+) -> list[str] | None:
+    """The sacctmgr command that adds the account or brings it to the plan; None when it is
+    as planned. An account is the plan's when its organization is the mark."""
+    name = account["name"]
+    if name not in rows:
+        values = {k: v for k, v in _account_settings(account).items() if v and v != "-1"}
+        return (
+            ["add", "account", name, f"Cluster={cluster}", f"Organization={mark}"]
+            + [f"Description={account['description']}"]
+            + [f"{k}={v}" for k, v in values.items()]
+        )
+    diff = _account_diff(rows[name], account)
+    info = meta.get(name, {})
+    described = same_text(info.get("Descr", ""), account["description"])
+    if not described or not same_text(info.get("Org", ""), mark):
+        diff["Description"] = account["description"]
+        diff["Organization"] = mark
+    if not diff:
+        return None
+    return ["modify", "account", "where", f"name={name}", f"cluster={cluster}", "set"] + [
+        f"{k}={v}" for k, v in diff.items()
+    ]
 
 
 def _depth(rows: dict[str, dict[str, str]], name: str) -> int:
