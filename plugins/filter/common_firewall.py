@@ -34,38 +34,46 @@ def common_restricted_services(
     networks = plan.get("networks") or {}
     interfaces = (host or {}).get("interfaces") or {}
     storage = plan.get("storage") or {}
-    services: list[dict[str, Any]] = []
-    ceph = storage.get("ceph")
-    if ceph:
-        nets = [n for n in (ceph.get("public_network"), ceph.get("cluster_network")) if n]
-        sources = sorted({networks[n]["cidr"] for n in nets if n in networks})
-        addresses = sorted({interfaces[n]["address"] for n in nets if n in interfaces})
-        if sources and addresses:
-            services.append(
-                {
-                    "name": "ceph",
-                    "tcp_ports": CEPH_TCP_PORTS,
-                    "sources": sources,
-                    "addresses": addresses,
-                }
-            )
-    exports = (storage.get("nfs") or {}).get("exports") or []
+    services = [
+        _ceph(storage.get("ceph"), networks, interfaces),
+        _nfs(storage.get("nfs"), networks),
+        _node_exporter(plan.get("monitoring"), monitoring_sources),
+    ]
+    return [service for service in services if service is not None]
+
+
+def _ceph(ceph: Any, networks: dict[str, Any], interfaces: dict[str, Any]) -> dict[str, Any] | None:
+    """Ceph's ports, from its public and cluster networks, on this host's addresses there."""
+    if not ceph:
+        return None
+    nets = [n for n in (ceph.get("public_network"), ceph.get("cluster_network")) if n]
+    sources = sorted({networks[n]["cidr"] for n in nets if n in networks})
+    addresses = sorted({interfaces[n]["address"] for n in nets if n in interfaces})
+    if not sources or not addresses:
+        return None
+    return {"name": "ceph", "tcp_ports": CEPH_TCP_PORTS, "sources": sources, "addresses": addresses}
+
+
+def _nfs(nfs: Any, networks: dict[str, Any]) -> dict[str, Any] | None:
+    """NFS's ports, from the networks the exports serve."""
+    exports = (nfs or {}).get("exports") or []
     nfs_nets = {e["network"] for e in exports if e.get("network") in networks}
-    if nfs_nets:
-        sources = sorted(networks[n]["cidr"] for n in nfs_nets)
-        services.append(
-            {"name": "nfs", "tcp_ports": NFS_TCP_PORTS, "sources": sources, "addresses": []}
-        )
-    if plan.get("monitoring") is not None and monitoring_sources:
-        services.append(
-            {
-                "name": "node_exporter",
-                "tcp_ports": NODE_EXPORTER_TCP_PORTS,
-                "sources": sorted(f"{a}/32" for a in monitoring_sources),
-                "addresses": [],
-            }
-        )
-    return services
+    if not nfs_nets:
+        return None
+    sources = sorted(networks[n]["cidr"] for n in nfs_nets)
+    return {"name": "nfs", "tcp_ports": NFS_TCP_PORTS, "sources": sources, "addresses": []}
+
+
+def _node_exporter(monitoring: Any, sources: list[str] | None) -> dict[str, Any] | None:
+    """node_exporter's port, from the monitoring server's addresses only."""
+    if monitoring is None or not sources:
+        return None
+    return {
+        "name": "node_exporter",
+        "tcp_ports": NODE_EXPORTER_TCP_PORTS,
+        "sources": sorted(f"{a}/32" for a in sources),
+        "addresses": [],
+    }
 
 
 class FilterModule:
