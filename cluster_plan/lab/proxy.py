@@ -23,7 +23,7 @@ import sys
 import uuid
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from cluster_plan.lab.watchdog import exit_process_when_gone, exit_when_gone
 
@@ -48,13 +48,30 @@ class ArchiveProxy(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._proxy(head=False)
 
+    def _refusal(self, url: SplitResult) -> str | None:
+        """Why the proxy does not fetch ``url``; None when it does."""
+        if url.scheme != "http" or url.hostname not in ALLOWED_HOSTS or url.port not in (None, 80):
+            return f"the lab proxy does not fetch {url.hostname or self.path}"
+        if "/.." in url.path or "\\" in url.path:  # a node must not steer the cache path
+            return "the lab proxy refuses dot-dot paths"
+        return None
+
+    def _answer_headers(self, response: http.client.HTTPResponse) -> None:
+        """The archive's status and the headers a node's apt needs, passed on."""
+        self.send_response(response.status)
+        for key in ("Content-Type", "Content-Length", "Last-Modified", "ETag"):
+            if response.getheader(key):
+                self.send_header(key, response.getheader(key) or "")
+        if response.getheader("Content-Length") is None:
+            self.send_header("Connection", "close")  # no length: end marks the body
+            self.close_connection = True
+        self.end_headers()
+
     def _proxy(self, head: bool) -> None:
         url = urlsplit(self.path)
-        if url.scheme != "http" or url.hostname not in ALLOWED_HOSTS or url.port not in (None, 80):
-            self.send_error(403, f"the lab proxy does not fetch {url.hostname or self.path}")
-            return
-        if "/.." in url.path or "\\" in url.path:  # a node must not steer the cache path
-            self.send_error(403, "the lab proxy refuses dot-dot paths")
+        refusal = self._refusal(url)
+        if refusal is not None or url.hostname is None:
+            self.send_error(403, refusal)
             return
         path = url.path + (f"?{url.query}" if url.query else "")
         cached = self.cache / url.hostname / url.path.lstrip("/")
@@ -66,14 +83,7 @@ class ArchiveProxy(BaseHTTPRequestHandler):
         try:
             upstream.request("HEAD" if head else "GET", path, headers={"User-Agent": "lab-proxy"})
             response = upstream.getresponse()
-            self.send_response(response.status)
-            for key in ("Content-Type", "Content-Length", "Last-Modified", "ETag"):
-                if response.getheader(key):
-                    self.send_header(key, response.getheader(key) or "")
-            if response.getheader("Content-Length") is None:
-                self.send_header("Connection", "close")  # no length: end marks the body
-                self.close_connection = True
-            self.end_headers()
+            self._answer_headers(response)
             answered = True
             if head:
                 return
