@@ -54,6 +54,16 @@ def _group_references(
     # a missing value (`hardware:`) is a type error in the schema, not an unknown name
     if isinstance(group["hardware"], str) and group["hardware"] not in hardware:
         yield missing("hardware profile", group["hardware"], list(hardware), (*path, "hardware"))
+    yield from _group_racks(path, group, racks)
+    for i, net in enumerate(group.get("networks", [])):
+        if net not in networks:
+            yield missing("network", net, networks, (*path, "networks", i))
+
+
+def _group_racks(
+    path: tuple[str, str], group: dict[str, Any], racks: set[str]
+) -> Iterator[Finding]:
+    """rack or racks (one of the two), each declared; and each node's own rack, if it has one."""
     if "rack" in group and "racks" in group:
         yield Finding("conflicting-keys", "give rack or racks, not both", (*path, "racks"))
     if "rack" not in group and "racks" not in group:
@@ -64,13 +74,14 @@ def _group_references(
         if isinstance(rack, str) and rack not in racks:
             at = (*path, "racks", i) if "racks" in group else (*path, "rack")
             yield missing("rack", rack, sorted(racks), at)
+    yield from _node_racks(path, group, racks)
+
+
+def _node_racks(path: tuple[str, str], group: dict[str, Any], racks: set[str]) -> Iterator[Finding]:
     for host, override in (group.get("nodes") or {}).items():
         rack = (override or {}).get("rack")
         if rack and rack not in racks:
             yield missing("rack", rack, sorted(racks), (*path, "nodes", host, "rack"))
-    for i, net in enumerate(group.get("networks", [])):
-        if net not in networks:
-            yield missing("network", net, networks, (*path, "networks", i))
 
 
 def _hardware_references(plan: Plan, networks: list[str]) -> Iterator[Finding]:
@@ -99,20 +110,21 @@ def _storage_references(plan: Plan, nodes: list[Node], networks: list[str]) -> I
         if key in ceph and ceph[key] not in networks:
             yield missing("network", ceph[key], networks, ("storage", "ceph", key))
     hosts = sorted({node.name for node in nodes})
-    nfs = storage.get("nfs")
-    if nfs:
-        if "server" in nfs and nfs["server"] not in hosts:
-            yield missing("host", nfs["server"], hosts[:50], ("storage", "nfs", "server"))
-        for i, export in enumerate(nfs.get("exports", [])):
-            if export["network"] not in networks:
-                yield missing(
-                    "network",
-                    export["network"],
-                    networks,
-                    ("storage", "nfs", "exports", i, "network"),
-                )
+    if storage.get("nfs"):
+        yield from _nfs_references(storage["nfs"], hosts, networks)
     backups = plan.get("backups") or {}
     for target in ("target", "offsite"):
         host = (backups.get(target) or {}).get("host")
         if host is not None and host not in hosts:
             yield missing("host", host, hosts[:50], ("backups", target, "host"))
+
+
+def _nfs_references(
+    nfs: dict[str, Any], hosts: list[str], networks: list[str]
+) -> Iterator[Finding]:
+    if "server" in nfs and nfs["server"] not in hosts:
+        yield missing("host", nfs["server"], hosts[:50], ("storage", "nfs", "server"))
+    for i, export in enumerate(nfs.get("exports", [])):
+        if export["network"] not in networks:
+            path = ("storage", "nfs", "exports", i, "network")
+            yield missing("network", export["network"], networks, path)

@@ -45,43 +45,10 @@ def _scheduler_roles(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -
     kind = scheduler["type"]
     roles = Counter(role for node in nodes for role in node.roles)
     if kind == "slurm":
-        count = roles["slurm_controller"]
-        if count not in (1, 2) and not _counts_in_doubt(plan, nodes, "slurm_controller"):
-            yield Finding(
-                "controller-count",
-                f"Slurm needs one controller (or an HA pair); the plan has {count}",
-                ("scheduler", "type"),
-                hint=_count_hint("slurm_controller", nodes, "1 or 2"),
-            )
-        if count == 2:
-            yield from _ha_state(plan, scheduler, nodes)
-        if not roles["slurm_compute"]:
-            yield Finding(
-                "no-compute",
-                "no node has the role slurm_compute",
-                ("scheduler", "type"),
-                severity="warning",
-            )
-        if (scheduler.get("slurm") or {}).get("accounting") and not roles["slurmdbd"]:
-            yield Finding(
-                "missing-role",
-                "accounting needs a node with the role slurmdbd",
-                ("scheduler", "slurm", "accounting"),
-                hint="give one node group (e.g. the controller's) the role slurmdbd",
-            )
+        yield from _slurm_roles(plan, scheduler, nodes, roles)
         wrong = [r for r in roles if r.startswith("k8s_")]
     else:
-        count = roles["k8s_control_plane"]
-        if (count == 0 or count % 2 == 0) and not _counts_in_doubt(
-            plan, nodes, "k8s_control_plane"
-        ):
-            yield Finding(
-                "control-plane-count",
-                "Kubernetes needs an odd number of control-plane nodes for etcd quorum; the plan "
-                f"has {count}",
-                ("scheduler", "type"),
-                hint=_count_hint("k8s_control_plane", nodes, "1, 3 or 5"),
-            )
+        yield from _kubernetes_roles(plan, nodes, roles)
         wrong = [r for r in roles if r.startswith("slurm")]
     for role in wrong:
         group = next(n.group for n in nodes if role in n.roles)
@@ -90,6 +57,50 @@ def _scheduler_roles(plan: Plan, scheduler: dict[str, Any], nodes: list[Node]) -
             f"role {role} does not fit scheduler {kind}",
             ("node_groups", group, "roles"),
         )
+
+
+def _slurm_roles(
+    plan: Plan, scheduler: dict[str, Any], nodes: list[Node], roles: Counter[str]
+) -> Iterator[Finding]:
+    """One controller or an HA pair, some compute nodes, and slurmdbd for accounting."""
+    count = roles["slurm_controller"]
+    if count not in (1, 2) and not _counts_in_doubt(plan, nodes, "slurm_controller"):
+        yield Finding(
+            "controller-count",
+            f"Slurm needs one controller (or an HA pair); the plan has {count}",
+            ("scheduler", "type"),
+            hint=_count_hint("slurm_controller", nodes, "1 or 2"),
+        )
+    if count == 2:
+        yield from _ha_state(plan, scheduler, nodes)
+    if not roles["slurm_compute"]:
+        yield Finding(
+            "no-compute",
+            "no node has the role slurm_compute",
+            ("scheduler", "type"),
+            severity="warning",
+        )
+    if (scheduler.get("slurm") or {}).get("accounting") and not roles["slurmdbd"]:
+        yield Finding(
+            "missing-role",
+            "accounting needs a node with the role slurmdbd",
+            ("scheduler", "slurm", "accounting"),
+            hint="give one node group (e.g. the controller's) the role slurmdbd",
+        )
+
+
+def _kubernetes_roles(plan: Plan, nodes: list[Node], roles: Counter[str]) -> Iterator[Finding]:
+    """An odd number of control-plane nodes (etcd's quorum)."""
+    count = roles["k8s_control_plane"]
+    if count % 2 == 1 or _counts_in_doubt(plan, nodes, "k8s_control_plane"):
+        return
+    yield Finding(
+        "control-plane-count",
+        "Kubernetes needs an odd number of control-plane nodes for etcd quorum; the plan "
+        f"has {count}",
+        ("scheduler", "type"),
+        hint=_count_hint("k8s_control_plane", nodes, "1, 3 or 5"),
+    )
 
 
 @dataclass(frozen=True)
