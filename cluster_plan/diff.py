@@ -224,27 +224,34 @@ def render_changes(changes: list[Change]) -> str:
         by_impact[change.impact].append(change)
     for impact in reversed(IMPACTS):
         group = by_impact.get(impact)
-        if not group:
-            continue
-        lines.append(f"{impact} ({len(group)}):")
-        # many hosts changing the same way read better as one line
-        summary: dict[tuple[str, str], list[Change]] = defaultdict(list)
-        for change in group:
-            prefix = format_path(("hosts", change.host)) if change.host else ""
-            field = change.path[len(prefix) + 1 :] if change.host else change.path
-            summary[(change.kind, field)].append(change)
-        for (kind, field), items in summary.items():
-            flag = " [destructive]" if any(c.destructive for c in items) else ""
-            if items[0].host is not None and len(items) > 3:
-                hosts = sorted(c.host or "" for c in items)
-                what = f"{field} on {len(items)} hosts" if field else f"{len(items)} hosts"
-                lines.append(f"  {kind} {what} ({hosts[0]} .. {hosts[-1]}){flag}")
-                continue
-            for c in items:
-                detail = ""
-                if c.kind == "changed":
-                    detail = f": {_short(c.old)} -> {_short(c.new)}"
-                elif c.kind == "added" and c.host is None:
-                    detail = f": {_short(c.new)}"
-                lines.append(f"  {c.kind} {c.path}{detail}{flag}")
+        if group:
+            lines.append(f"{impact} ({len(group)}):")
+            lines += _impact_lines(group)
     return "\n".join(lines)
+
+
+def _impact_lines(group: list[Change]) -> list[str]:
+    """One impact's changes; many hosts changing the same way read better as one line."""
+    summary: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for change in group:
+        prefix = format_path(("hosts", change.host)) if change.host else ""
+        field = change.path[len(prefix) + 1 :] if change.host else change.path
+        summary[(change.kind, field)].append(change)
+    lines = []
+    for (kind, field), items in summary.items():
+        flag = " [destructive]" if any(c.destructive for c in items) else ""
+        if items[0].host is not None and len(items) > 3:
+            hosts = sorted(c.host or "" for c in items)
+            what = f"{field} on {len(items)} hosts" if field else f"{len(items)} hosts"
+            lines.append(f"  {kind} {what} ({hosts[0]} .. {hosts[-1]}){flag}")
+        else:
+            lines += [f"  {c.kind} {c.path}{_detail(c)}{flag}" for c in items]
+    return lines
+
+
+def _detail(change: Change) -> str:
+    if change.kind == "changed":
+        return f": {_short(change.old)} -> {_short(change.new)}"
+    if change.kind == "added" and change.host is None:
+        return f": {_short(change.new)}"
+    return ""
