@@ -182,32 +182,31 @@ def slurm_switch_records(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]:
     for host in hosts:
         if host.get("access_switch"):
             by_access.setdefault(host["access_switch"], []).append(host["hostname"])
-
-    records: list[dict[str, Any]] = []
     access = topology.get("access") or {}
-    for name in access:
-        if by_access.get(name):
-            records.append({"name": _name(name), "nodes": by_access[name], "switches": []})
-    live_access = {r["name"] for r in records}
-
     aggregation = topology.get("aggregation") or {}
-    live_aggregation = []
-    for name in aggregation:
-        children = [
-            _name(a)
-            for a, spec in access.items()
-            if spec.get("uplink") == name and _name(a) in live_access
-        ]
-        if children:
-            records.append({"name": _name(name), "nodes": [], "switches": children})
-            live_aggregation.append(name)
+    records: list[dict[str, Any]] = [
+        {"name": _name(name), "nodes": by_access[name], "switches": []}
+        for name in access
+        if by_access.get(name)
+    ]
+    live_access = {str(r["name"]) for r in records}
+    uplink = {a: spec.get("uplink") for a, spec in access.items()}
+    middle = _parent_records(aggregation, uplink, live_access)
+    # an aggregation switch with several core uplinks goes under its first (a tree)
+    first_uplink = {a: (spec.get("uplinks") or [None])[0] for a, spec in aggregation.items()}
+    top = _parent_records(
+        topology.get("core") or {}, first_uplink, {str(r["name"]) for r in middle}
+    )
+    return records + middle + top
 
-    for name in topology.get("core") or {}:
-        children = [
-            _name(a)
-            for a in live_aggregation
-            if (aggregation[a].get("uplinks") or [None])[0] == name
-        ]
+
+def _parent_records(
+    switches: dict[str, Any], uplink_of: dict[str, Any], live: set[str]
+) -> list[dict[str, Any]]:
+    """The switches of one tier that have a live switch (one with nodes below it) under them."""
+    records = []
+    for name in switches:
+        children = [_name(c) for c, up in uplink_of.items() if up == name and _name(c) in live]
         if children:
             records.append({"name": _name(name), "nodes": [], "switches": children})
     return records
