@@ -235,15 +235,10 @@ def slurm_submit_policy(plan: Plan, hosts: list[Host]) -> dict[str, Any]:
             for gres in slurm_gres_types(_class_hosts(hosts, spec)):
                 gres_classes.setdefault(gres, str(name))
 
-    datasets = {}
-    for dataset in scheduler.get("datasets") or {}:
-        holders = {h["hostname"] for h in hosts if dataset in (h.get("datasets") or [])}
-        datasets[str(dataset)] = {
-            "feature": dataset_feature(dataset),
-            "partitions": sorted(
-                p for p, rec in partitions.items() if holders.intersection(rec["nodes"])
-            ),
-        }
+    datasets = {
+        str(dataset): _dataset_policy(dataset, hosts, partitions)
+        for dataset in scheduler.get("datasets") or {}
+    }
     default = _default_class({k: v for k, v in classes.items() if str(k) in policy_classes})
     return {
         "classes": policy_classes,
@@ -251,6 +246,13 @@ def slurm_submit_policy(plan: Plan, hosts: list[Host]) -> dict[str, Any]:
         "gres_classes": dict(sorted(gres_classes.items())),
         "datasets": datasets,
     }
+
+
+def _dataset_policy(dataset: Any, hosts: list[Host], partitions: dict[str, Any]) -> dict[str, Any]:
+    """The feature of the nodes holding the dataset, and the partitions that have such nodes."""
+    holders = {h["hostname"] for h in hosts if dataset in (h.get("datasets") or [])}
+    where = sorted(p for p, record in partitions.items() if holders.intersection(record["nodes"]))
+    return {"feature": dataset_feature(dataset), "partitions": where}
 
 
 def lua_string(value: Any) -> str:
