@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Network
+from cluster_plan.contract import AccessSwitch, ExpandedPlan, Host, Network
 from cluster_plan.networks import allocatable, nearly_full, network_space
 
 OVERSUBSCRIPTION_LIMIT = 3.0
@@ -17,39 +17,15 @@ def audit(expanded: ExpandedPlan) -> dict[str, Any]:
     for host in hosts:
         if host["accelerators"]:
             accelerators[host["accelerators"]["model"]] += host["accelerators"]["count"]
-    networks = {}
-    problems = []
-    for name, spec in expanded["networks"].items():
-        space = network_space(name, _site_spec(spec))
-        free = allocatable(space)
-        used = sum(1 for h in hosts if name in h["interfaces"])
-        share = used / free if free > 0 else 1.0
-        networks[name] = {
-            "cidr": spec["cidr"],
-            "hosts": used,
-            "addresses": space.usable,
-            "reserved": space.usable - free,
-            "used_pct": round(100 * share, 1),  # of the addresses hosts can be given
-        }
-        if used > free or nearly_full(used, free):
-            problems.append(
-                f"network {name} is {share:.0%} used ({used} hosts, {free} addresses free "
-                "of reservations)"
-            )
-    switches = {}
-    for name, switch in expanded["topology"]["access"].items():
-        members = [h for h in hosts if h["access_switch"] == name]
-        demand = len(members) * switch["link_gbps"]
-        uplink = switch["uplink_gbps"]
-        ratio = round(demand / uplink, 2) if uplink else None
-        switches[name] = {
-            "hosts": len(members),
-            "host_gbps": demand,
-            "uplink_gbps": uplink,
-            "oversubscription": ratio,
-        }
-        if ratio is not None and ratio > OVERSUBSCRIPTION_LIMIT:
-            problems.append(f"access switch {name} is oversubscribed {ratio}:1")
+    problems: list[str] = []
+    networks = {
+        name: _network_use(name, spec, hosts, problems)
+        for name, spec in expanded["networks"].items()
+    }
+    switches = {
+        name: _switch_load(name, switch, hosts, problems)
+        for name, switch in expanded["topology"]["access"].items()
+    }
     return {
         "cluster": expanded["cluster"]["name"],
         "hosts": len(hosts),
@@ -60,6 +36,47 @@ def audit(expanded: ExpandedPlan) -> dict[str, Any]:
         "networks": networks,
         "access_switches": switches,
         "problems": problems,
+    }
+
+
+def _network_use(
+    name: str, spec: Network, hosts: list[Host], problems: list[str]
+) -> dict[str, Any]:
+    """How full a network is; a full or nearly full one adds to `problems`."""
+    space = network_space(name, _site_spec(spec))
+    free = allocatable(space)
+    used = sum(1 for h in hosts if name in h["interfaces"])
+    share = used / free if free > 0 else 1.0
+    if used > free or nearly_full(used, free):
+        problems.append(
+            f"network {name} is {share:.0%} used ({used} hosts, {free} addresses free "
+            "of reservations)"
+        )
+    return {
+        "cidr": spec["cidr"],
+        "hosts": used,
+        "addresses": space.usable,
+        "reserved": space.usable - free,
+        "used_pct": round(100 * share, 1),  # of the addresses hosts can be given
+    }
+
+
+def _switch_load(
+    name: str, switch: AccessSwitch, hosts: list[Host], problems: list[str]
+) -> dict[str, Any]:
+    """An access switch's host bandwidth against its uplink; oversubscription adds to
+    `problems`."""
+    members = [h for h in hosts if h["access_switch"] == name]
+    demand = len(members) * switch["link_gbps"]
+    uplink = switch["uplink_gbps"]
+    ratio = round(demand / uplink, 2) if uplink else None
+    if ratio is not None and ratio > OVERSUBSCRIPTION_LIMIT:
+        problems.append(f"access switch {name} is oversubscribed {ratio}:1")
+    return {
+        "hosts": len(members),
+        "host_gbps": demand,
+        "uplink_gbps": uplink,
+        "oversubscription": ratio,
     }
 
 
