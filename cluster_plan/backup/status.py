@@ -66,31 +66,34 @@ def judge_host(name: str, result: HostFacts) -> tuple[list[BackupRow], list[Host
         found = "no cluster-plan-backup (run playbooks/backup.yml)"
         return [], [HostFinding(name, "backup", "", "backups set up", found)]
     rows, findings = [], []
-    now = float(status.get("now") or 0)
-    max_age = status.get("max_age_s")
     for repo in status.get("expected") or []:
         entry = (status.get("repositories") or {}).get(repo) or {}
-        drill = (status.get("drills") or {}).get(repo) or {}
-        taken = entry.get("time")
-        age = now - float(taken) if taken is not None else None
-        row = BackupRow(
-            host=name,
-            repository=repo,
-            archive=entry.get("archive"),
-            age_s=age,
-            original_size=entry.get("original_size"),
-            deduplicated_size=entry.get("deduplicated_size"),
-            last_run_ok=entry.get("ok") if entry else None,
-            drill_ok=drill.get("ok") if drill else None,
-            drill_message=drill.get("message") if drill else None,
-        )
+        row = _backup_row(name, repo, status, entry)
         rows.append(row)
-        findings += _judge_repository(name, repo, row, max_age, bool(status.get("restore_test")))
+        restore_test = bool(status.get("restore_test"))
+        findings += _judge_repository(name, repo, row, status.get("max_age_s"), restore_test)
         if entry and entry.get("ok") is False:
             findings.append(
                 HostFinding(name, "backup-run", repo, "the last backup to succeed", entry["error"])
             )
     return rows, findings
+
+
+def _backup_row(name: str, repo: str, status: dict[str, Any], entry: dict[str, Any]) -> BackupRow:
+    """One repository's last snapshot and restore drill, as the host reported them."""
+    drill = (status.get("drills") or {}).get(repo) or {}
+    taken = entry.get("time")
+    return BackupRow(
+        host=name,
+        repository=repo,
+        archive=entry.get("archive"),
+        age_s=float(status.get("now") or 0) - float(taken) if taken is not None else None,
+        original_size=entry.get("original_size"),
+        deduplicated_size=entry.get("deduplicated_size"),
+        last_run_ok=entry.get("ok") if entry else None,
+        drill_ok=drill.get("ok") if drill else None,
+        drill_message=drill.get("message") if drill else None,
+    )
 
 
 def _judge_repository(
