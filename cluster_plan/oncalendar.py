@@ -105,6 +105,18 @@ def _looks_like_cron(tokens: list[str]) -> bool:
     return len(tokens) == 5 and all(_CRON_FIELD.match(t) for t in tokens)
 
 
+def _is_weekdays(token: str) -> bool:
+    return ":" not in token and not token[0].isdigit() and token[0] != "*"
+
+
+def _is_date(token: str) -> bool:
+    return ":" not in token and ("-" in token or "~" in token)
+
+
+def _is_time(token: str) -> bool:
+    return ":" in token
+
+
 def calendar_problem(expression: str) -> str | None:
     """Why systemd would refuse `expression` as OnCalendar=, None when it accepts it:
     [weekdays] [date] [time] [time zone], or one of the shorthands (daily, weekly, ...)."""
@@ -116,13 +128,12 @@ def calendar_problem(expression: str) -> str | None:
     if _looks_like_cron(tokens):
         return "it is cron syntax, which systemd does not read"
     rest = list(tokens)
-    steps = [
-        (lambda t: ":" not in t and not t[0].isdigit() and t[0] != "*", _weekday_problem),
-        (lambda t: ":" not in t and ("-" in t or "~" in t), _date_problem),
-        (lambda t: ":" in t, _time_problem),
-    ]
     used = False
-    for applies, problem_of in steps:
+    for applies, problem_of in (
+        (_is_weekdays, _weekday_problem),
+        (_is_date, _date_problem),
+        (_is_time, _time_problem),
+    ):
         if rest and applies(rest[0]):
             problem = problem_of(rest.pop(0))
             if problem:
@@ -135,16 +146,19 @@ def calendar_problem(expression: str) -> str | None:
     return None if used else "it has no weekday, date or time"
 
 
+def _cron_weekdays(base: str) -> str | None:
+    """A cron weekday item (*, 1, 1-5; Sunday is 0 or 7) as systemd's (Mon..Fri)."""
+    if base == "*":
+        return "*"
+    names = [WEEKDAYS[(int(v) - 1) % 7].title() for v in base.split("-") if v.isdigit()]
+    return "..".join(names) if len(names) == len(base.split("-")) else None
+
+
 def _cron_item(item: str, kind: str) -> str | None:
     """One cron list item as a systemd one: * and */n, a-b as a..b, values as they are."""
     base, slash, step = item.partition("/")
     if kind == "weekday":
-        if slash:
-            return None
-        if base == "*":
-            return "*"
-        names = [WEEKDAYS[(int(v) - 1) % 7].title() for v in base.split("-") if v.isdigit()]
-        return "..".join(names) if len(names) == len(base.split("-")) else None
+        return None if slash else _cron_weekdays(base)
     start = "0" if kind in ("minute", "hour") else "1"
     if base == "*":
         return f"{start}/{step}" if slash else "*"
