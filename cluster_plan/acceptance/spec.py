@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cluster_plan.acceptance.fping import probes_for_loss
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit
-from cluster_plan.contract import ExpandedPlan, Topology
+from cluster_plan.contract import ExpandedPlan, Host, NetworkAcceptance, Topology
 
 
 class SpecError(CommandError):
@@ -76,11 +77,35 @@ def spec_from_expanded(
     network_rules = expanded["acceptance"]["network"]
     if network_rules is None:
         raise SpecError("the plan has no acceptance.network section")
+    criteria = _criteria(network_rules, expanded["lab"], duration_s)
+    hosts = expanded["hosts"]
+    unknown = sorted(set(nodes or ()) - set(hosts))
+    if unknown:
+        raise SpecError(f"no such host in the plan: {', '.join(unknown)}", exit=Exit.USAGE)
+    chosen = [name for name in hosts if nodes is None or name in nodes]
+    plan_networks = expanded["networks"]
+    tested = []
+    for net in network_rules["networks"]:  # the plan's, or every network but management
+        if net not in plan_networks:
+            raise SpecError(f"acceptance.network.networks names unknown network {net!r}")
+        members = [_node(name, hosts[name], net, criteria.min_gbps) for name in chosen]
+        present = tuple(member for member in members if member is not None)
+        tested.append(TestedNetwork(net, int(plan_networks[net]["mtu"]), present))
+    return AcceptanceSpec(
+        cluster=str(expanded["cluster"]["name"]),
+        networks=tuple(tested),
+        fabric=fabric_from_topology(expanded["topology"]),
+        criteria=criteria,
+        storage=storage_spec_from_expanded(expanded),
+    )
+
+
+def _criteria(network_rules: NetworkAcceptance, lab: Any, duration_s: float | None) -> Criteria:
+    """The plan's network thresholds; refuses a plan without them."""
     missing = [k for k in ("min_gbps", "max_latency_ms", "max_loss_pct") if k not in network_rules]
     if missing:
         raise SpecError(f"acceptance.network lacks {', '.join(missing)}")
-    lab = expanded["lab"]
-    criteria = Criteria(
+    return Criteria(
         min_gbps=float(network_rules["min_gbps"]),
         max_latency_ms=float(network_rules["max_latency_ms"]),
         max_loss_pct=float(network_rules["max_loss_pct"]),
@@ -89,39 +114,19 @@ def spec_from_expanded(
         rate_scale=float(lab["rate_scale"]) if lab is not None else 1.0,
         outlier_fraction=1 - float(network_rules["outlier_pct"]) / 100,
     )
-    hosts = expanded["hosts"]
-    unknown = sorted(set(nodes or ()) - set(hosts))
-    if unknown:
-        raise SpecError(f"no such host in the plan: {', '.join(unknown)}", exit=Exit.USAGE)
-    chosen = [name for name in hosts if nodes is None or name in nodes]
-    plan_networks = expanded["networks"]
-    names = network_rules["networks"]  # the plan's, or every network but the management one
-    tested = []
-    for net in names:
-        if net not in plan_networks:
-            raise SpecError(f"acceptance.network.networks names unknown network {net!r}")
-        members = []
-        for name in chosen:
-            host = hosts[name]
-            interface = host["interfaces"].get(net)
-            if not interface:
-                continue
-            members.append(
-                Node(
-                    name=name,
-                    address=str(interface["address"]),
-                    access_switch=str(host["access_switch"] or "?"),
-                    aggregation_switch=host["aggregation_switch"],
-                    link_gbps=float(host["link_gbps"] or network_rules["min_gbps"]),
-                )
-            )
-        tested.append(TestedNetwork(net, int(plan_networks[net]["mtu"]), tuple(members)))
-    return AcceptanceSpec(
-        cluster=str(expanded["cluster"]["name"]),
-        networks=tuple(tested),
-        fabric=fabric_from_topology(expanded["topology"]),
-        criteria=criteria,
-        storage=storage_spec_from_expanded(expanded),
+
+
+def _node(name: str, host: Host, net: str, min_gbps: float) -> Node | None:
+    """The host as a member of the tested network; None when it has no interface there."""
+    interface = host["interfaces"].get(net)
+    if not interface:
+        return None
+    return Node(
+        name=name,
+        address=str(interface["address"]),
+        access_switch=str(host["access_switch"] or "?"),
+        aggregation_switch=host["aggregation_switch"],
+        link_gbps=float(host["link_gbps"] or min_gbps),
     )
 
 
