@@ -4,7 +4,7 @@ the cluster the plan describes."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cluster_plan.catalog import load_catalog
@@ -34,15 +34,7 @@ def check_teams(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             hint="set scheduler.slurm.accounting: true and give one node the role slurmdbd",
         )
     if scheduler.get("type") == "kubernetes":
-        for name, team in teams.items():
-            if (team.get("limits") or {}).get("gpu_hours") is not None:
-                yield Finding(
-                    "not-enforced",
-                    f"team {name}'s gpu_hours is a Slurm budget: Kubernetes enforces none",
-                    ("teams", name, "limits", "gpu_hours"),
-                    severity="warning",
-                    hint="Kubernetes enforces gpus, accelerators, classes and max_time",
-                )
+        yield from _slurm_only_limits(teams)
     classes = list(scheduler.get("workload_classes") or {})
     for name, team in teams.items():
         for i, wclass in enumerate(team.get("classes") or []):
@@ -51,6 +43,19 @@ def check_teams(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     yield from _hierarchy(teams)
     yield from _users(plan, teams)
     yield from _limits(plan, teams, nodes)
+
+
+def _slurm_only_limits(teams: dict[str, Any]) -> Iterator[Finding]:
+    """A GPU-hour budget is Slurm's; a Kubernetes plan enforces none."""
+    for name, team in teams.items():
+        if (team.get("limits") or {}).get("gpu_hours") is not None:
+            yield Finding(
+                "not-enforced",
+                f"team {name}'s gpu_hours is a Slurm budget: Kubernetes enforces none",
+                ("teams", name, "limits", "gpu_hours"),
+                severity="warning",
+                hint="Kubernetes enforces gpus, accelerators, classes and max_time",
+            )
 
 
 def _hierarchy(teams: dict[str, Any]) -> Iterator[Finding]:
@@ -157,25 +162,37 @@ def _limits(plan: Plan, teams: dict[str, Any], nodes: list[Node]) -> Iterator[Fi
                 hint="minutes, [days-]hours:minutes:seconds (e.g. 1-00:00:00, 48:00:00) or "
                 "UNLIMITED",
             )
-        for key, (capacity, what) in held.items():
-            value = limits.get(key)
-            if value is not None and value > capacity:
-                yield Finding(
-                    "limit-exceeds-capacity",
-                    f"team {name} may use {value:g} {key.replace('_', '-')}, but the compute "
-                    f"nodes have {capacity:g} {what}",
-                    ("teams", name, "limits", key),
-                    severity="warning",
-                )
-        parent = teams.get(team.get("parent") or "")
-        for key in ("gpus", "accelerators", "gpu_hours"):
-            mine = limits.get(key)
-            theirs = ((parent or {}).get("limits") or {}).get(key)
-            if mine is not None and theirs is not None and mine > theirs:
-                yield Finding(
-                    "limit-exceeds-parent",
-                    f"team {name} may use {mine:g} {key.replace('_', '-')}, more than its parent "
-                    f"{team['parent']} ({theirs:g}): the parent's limit applies",
-                    ("teams", name, "limits", key),
-                    severity="warning",
-                )
+        yield from _over_capacity(name, limits, held)
+        yield from _over_parent(name, team, teams.get(team.get("parent") or ""))
+
+
+def _over_capacity(
+    name: str, limits: dict[str, Any], held: Mapping[str, tuple[float, str]]
+) -> Iterator[Finding]:
+    """A team limit larger than what the compute nodes hold (it can never bind)."""
+    for key, (capacity, what) in held.items():
+        value = limits.get(key)
+        if value is not None and value > capacity:
+            yield Finding(
+                "limit-exceeds-capacity",
+                f"team {name} may use {value:g} {key.replace('_', '-')}, but the compute "
+                f"nodes have {capacity:g} {what}",
+                ("teams", name, "limits", key),
+                severity="warning",
+            )
+
+
+def _over_parent(name: str, team: dict[str, Any], parent: Any) -> Iterator[Finding]:
+    """A team limit larger than its parent's (the parent's applies)."""
+    limits = team.get("limits") or {}
+    theirs_all = (parent or {}).get("limits") or {}
+    for key in ("gpus", "accelerators", "gpu_hours"):
+        mine, theirs = limits.get(key), theirs_all.get(key)
+        if mine is not None and theirs is not None and mine > theirs:
+            yield Finding(
+                "limit-exceeds-parent",
+                f"team {name} may use {mine:g} {key.replace('_', '-')}, more than its parent "
+                f"{team['parent']} ({theirs:g}): the parent's limit applies",
+                ("teams", name, "limits", key),
+                severity="warning",
+            )
