@@ -103,53 +103,49 @@ def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Find
     used = [False] * len(rules)
     out = []
     for finding in findings:
-        for i, rule in enumerate(rules):
-            if not isinstance(rule, dict) or rule.get("code") != finding.code:
-                continue
-            if rule.get("path") not in (None, finding.json_path):
-                continue
+        i = _rule_for(rules, finding)
+        if i is not None:
             used[i] = True
             if finding.severity == "warning":
-                finding = Finding(
-                    finding.code,
-                    finding.message,
-                    finding.path,
-                    finding.severity,
-                    finding.hint,
-                    finding.file,
-                    finding.line,
-                    finding.column,
-                    suppressed_by=str(rule.get("reason")),
-                )
-            break
+                finding = dataclasses.replace(finding, suppressed_by=str(rules[i].get("reason")))
         out.append(finding)
+    rule_findings = [
+        _rule_finding(i, rule, used[i], out)
+        for i, rule in enumerate(rules)
+        if isinstance(rule, dict)
+    ]
+    return out + [doc.place(finding) for finding in rule_findings if finding is not None]
+
+
+def _rule_for(rules: list[Any], finding: Finding) -> int | None:
+    """The first suppression rule that names the finding's code (and path, if it gives one)."""
     for i, rule in enumerate(rules):
-        if isinstance(rule, dict) and not used[i]:
-            out.append(
-                doc.place(
-                    Finding(
-                        "unused-suppression",
-                        f"no warning {rule.get('code')!r}"
-                        + (f" at {rule['path']}" if rule.get("path") else "")
-                        + " to suppress",
-                        ("suppress", i),
-                        severity="warning",
-                    )
-                )
-            )
-        elif isinstance(rule, dict) and not any(
-            f.suppressed_by is not None and f.code == rule.get("code") for f in out
-        ):
-            out.append(
-                doc.place(
-                    Finding(
-                        "suppress-error",
-                        f"{rule.get('code')!r} is an error; only warnings can be suppressed",
-                        ("suppress", i),
-                    )
-                )
-            )
-    return out
+        if not isinstance(rule, dict) or rule.get("code") != finding.code:
+            continue
+        if rule.get("path") in (None, finding.json_path):
+            return i
+    return None
+
+
+def _rule_finding(
+    i: int, rule: dict[str, Any], used: bool, findings: list[Finding]
+) -> Finding | None:
+    """A rule that suppressed nothing, or that matched only errors (never suppressed)."""
+    if not used:
+        where = f" at {rule['path']}" if rule.get("path") else ""
+        return Finding(
+            "unused-suppression",
+            f"no warning {rule.get('code')!r}{where} to suppress",
+            ("suppress", i),
+            severity="warning",
+        )
+    if not any(f.suppressed_by is not None and f.code == rule.get("code") for f in findings):
+        return Finding(
+            "suppress-error",
+            f"{rule.get('code')!r} is an error; only warnings can be suppressed",
+            ("suppress", i),
+        )
+    return None
 
 
 def cluster_name(data: Any) -> Any:
