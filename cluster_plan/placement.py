@@ -55,44 +55,62 @@ def place_racks(
     for group_name, members in by_group.items():
         group = plan["node_groups"][group_name]
         racks = group_racks(group)
-        overrides = group.get("nodes") or {}
-        forced: dict[str, list[str]] = defaultdict(list)
-        counts: Counter[str] = Counter()
-        fresh: list[Node] = []
-        for node in members:
-            override = (overrides.get(node.name) or {}).get("rack")
-            stood = hosts.get(node.name)
-            if override:
-                placed[node.name] = override
-            elif stood in racks:
-                placed[node.name] = stood
-            elif stood is not None:
-                forced[stood].append(node.name)
-                fresh.append(node)
-                continue
-            elif released.get(node.name) in racks:
-                placed[node.name] = released[node.name]
-            else:
-                fresh.append(node)
-                continue
-            counts[placed[node.name] or ""] += 1
-        # the group's least-filled rack, first in the list on a tie: a fresh group is dealt
-        # round-robin, and a rack added to the list takes the new nodes
-        heap = [(counts[rack], i, rack) for i, rack in enumerate(dict.fromkeys(racks))]
-        heapq.heapify(heap)
-        for node in fresh:
-            if not heap:
-                placed[node.name] = None
-                continue
-            count, i, rack = heapq.heappop(heap)
-            placed[node.name] = rack
-            heapq.heappush(heap, (count + 1, i, rack))
+        forced, fresh = _keep_racks(members, group, racks, hosts, released, placed)
+        counts = Counter(placed[n.name] or "" for n in members if n.name in placed)
+        _deal(fresh, racks, counts, placed)
         for rack, names in forced.items():
             moves += [f"{name}: rack {rack} -> {placed[name]}" for name in names]
             if not allow_moves:
                 findings.append(_rack_finding(group_name, rack, names))
     out = [dataclasses.replace(node, rack=placed.get(node.name, node.rack)) for node in nodes]
     return out, findings, moves
+
+
+def _keep_racks(
+    members: list[Node],
+    group: dict[str, Any],
+    racks: list[str],
+    hosts: dict[str, str],
+    released: dict[str, str],
+    placed: dict[str, str | None],
+) -> tuple[dict[str, list[str]], list[Node]]:
+    """Places the group's nodes that keep a rack (the plan's override, the rack the lock has
+    them in, a released host's old rack) in `placed`; returns the nodes forced out of a rack
+    the group no longer lists, by that rack, and the nodes still to place."""
+    overrides = group.get("nodes") or {}
+    forced: dict[str, list[str]] = defaultdict(list)
+    fresh: list[Node] = []
+    for node in members:
+        override = (overrides.get(node.name) or {}).get("rack")
+        stood = hosts.get(node.name)
+        if override:
+            placed[node.name] = override
+        elif stood in racks:
+            placed[node.name] = stood
+        elif stood is not None:
+            forced[stood].append(node.name)
+            fresh.append(node)
+        elif released.get(node.name) in racks:
+            placed[node.name] = released[node.name]
+        else:
+            fresh.append(node)
+    return forced, fresh
+
+
+def _deal(
+    fresh: list[Node], racks: list[str], counts: Counter[str], placed: dict[str, str | None]
+) -> None:
+    """Each fresh node to the group's least-filled rack, first in the list on a tie: a fresh
+    group is dealt round-robin, and a rack added to the list takes the new nodes."""
+    heap = [(counts[rack], i, rack) for i, rack in enumerate(dict.fromkeys(racks))]
+    heapq.heapify(heap)
+    for node in fresh:
+        if not heap:
+            placed[node.name] = None
+            continue
+        count, i, rack = heapq.heappop(heap)
+        placed[node.name] = rack
+        heapq.heappush(heap, (count + 1, i, rack))
 
 
 def _rack_finding(group: str, rack: str, names: list[str]) -> Finding:
