@@ -172,6 +172,16 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def controller_files(values: dict[str, Any]) -> dict[str, str]:
+    """The digest of each file a role's ROLE_controller_files variables list."""
+    return {
+        path: controller_file_digest(path)
+        for name, paths in sorted(values.items())
+        if name.endswith("_controller_files") and isinstance(paths, list)
+        for path in paths
+    }
+
+
 def fact(value: Any) -> Any:
     """A host fact as plain data. A list fact is a set Ansible builds in no fixed order
     (virtualization_tech_guest came back as [container, other] and as [other, container] from
@@ -206,12 +216,7 @@ class LookupModule(LookupBase):
                 **host,
                 "code": shared[role]["code"],
                 "variables": values,
-                "controller_files": {
-                    path: controller_file_digest(path)
-                    for name, paths in sorted(values.items())
-                    if name.endswith("_controller_files") and isinstance(paths, list)
-                    for path in paths
-                },
+                "controller_files": controller_files(values),
             }
             if self.get_option("explain"):
                 results.append(inputs)
