@@ -9,6 +9,7 @@ could never be met).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,39 +51,45 @@ class RoutingTable:
 def routing_table(plan: KubernetesPlan) -> RoutingTable:
     tainted = accelerator_pools(plan)
     scheduler = plan.expanded.get("scheduler") or {}
+    order = list(scheduler.get("datasets") or {})
     routes = {}
     resource_classes: dict[str, str] = {}
     for name, wclass in plan.classes.items():
-        held = sorted(
-            {str(d) for n in wclass.nodes for d in plan.host(n).get("datasets") or []},
-            key=list(scheduler.get("datasets") or {}).index,
-        )
+        held = {str(d) for n in wclass.nodes for d in plan.host(n).get("datasets") or []}
         routes[name] = Route(
             workload_class=name,
             pool=wclass.pool,
             tolerate_pool=wclass.pool in tainted,
             priority_class=wclass.priority_class,
             priority=wclass.priority,
-            local_datasets=tuple(held),
+            local_datasets=tuple(sorted(held, key=order.index)),
         )
         if wclass.needs in ("gpu", "accelerator"):
-            for node in wclass.nodes:
-                for resource in node_capacity(plan.host(node)):
-                    resource_classes.setdefault(resource, name)
+            for resource in _resources(plan, wclass.nodes):
+                resource_classes.setdefault(resource, name)
     return RoutingTable(
         routes=routes,
         default_class=plan.default_class,
         resource_classes=resource_classes,
-        datasets=tuple(str(d) for d in scheduler.get("datasets") or {}),
-        reservations={
-            str(name): Reservation(
-                name=str(name),
-                users=tuple(str(u) for u in spec.get("users") or []),
-                namespaces=tuple(str(a) for a in spec.get("accounts") or []),
-            )
-            for name, spec in (scheduler.get("reservations") or {}).items()
-        },
+        datasets=tuple(str(d) for d in order),
+        reservations=_reservations(scheduler.get("reservations") or {}),
     )
+
+
+def _resources(plan: KubernetesPlan, nodes: Iterable[str]) -> list[str]:
+    """The extended resources (nvidia.com/gpu ...) the nodes offer, in node order."""
+    return [resource for node in nodes for resource in node_capacity(plan.host(node))]
+
+
+def _reservations(reservations: dict[str, Any]) -> dict[str, Reservation]:
+    return {
+        str(name): Reservation(
+            name=str(name),
+            users=tuple(str(u) for u in spec.get("users") or []),
+            namespaces=tuple(str(a) for a in spec.get("accounts") or []),
+        )
+        for name, spec in reservations.items()
+    }
 
 
 def priority_classes(plan: KubernetesPlan) -> list[dict[str, Any]]:
