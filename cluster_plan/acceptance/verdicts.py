@@ -268,15 +268,23 @@ def judge(
         )
         _probe_failures([t for t in probes if t.network == net], criteria, failing)
         _mtu_failures([t for t in mtu if t.network == net], failing)
-        named: dict[str, str] = {}
-        for kind in KIND_ORDER:
-            for finding in localise(failing[kind], kind, net):
-                if finding.node and finding.node in named:
-                    finding.explained_by = named[finding.node]
-                elif finding.node:
-                    named[finding.node] = kind
-                findings.append(finding)
+        findings += _faults(failing, net)
         findings += localise(outliers, "bandwidth_outlier", net, severity="warning")
+    return findings
+
+
+def _faults(failing: Failing, net: str) -> list[Finding]:
+    """One network's faults, kind by kind (KIND_ORDER); a node already named by an earlier
+    kind is explained by it (a node down is also slow, and that is not news)."""
+    findings = []
+    named: dict[str, str] = {}
+    for kind in KIND_ORDER:
+        for finding in localise(failing[kind], kind, net):
+            if finding.node and finding.node in named:
+                finding.explained_by = named[finding.node]
+            elif finding.node:
+                named[finding.node] = kind
+            findings.append(finding)
     return findings
 
 
