@@ -50,6 +50,12 @@ def _slowest_link(plan: Plan, nodes: list[Node], net: str) -> SlowLink | None:
     return slowest
 
 
+def _too_slow(links: list[SlowLink | None], min_gbps: float) -> list[SlowLink]:
+    """The tested networks' slowest links that cannot carry min_gbps of TCP goodput."""
+    # rounded: 10 * 0.94 = 9.3999...
+    return [link for link in links if link is not None and min_gbps > round(link.ceiling, 6)]
+
+
 def check_acceptance(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     """One finding for a threshold no tested network can meet: it names the slowest link
     (the switch or NIC) and the networks it was seen on."""
@@ -58,11 +64,7 @@ def check_acceptance(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     if min_gbps is None:
         return
     tested = [n for n in network_acc.get("networks") or [] if n in plan["networks"]]
-    too_slow = [
-        link
-        for link in (_slowest_link(plan, nodes, net) for net in tested)
-        if link is not None and min_gbps > round(link.ceiling, 6)  # 10 * 0.94 = 9.3999...
-    ]
+    too_slow = _too_slow([_slowest_link(plan, nodes, net) for net in tested], min_gbps)
     if not too_slow:
         return
     worst = min(too_slow, key=lambda link: link.ceiling)

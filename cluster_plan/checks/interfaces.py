@@ -95,6 +95,29 @@ def _shared_nic(
             )
 
 
+def _network_without_nic(
+    plan: Plan, node: Node, group: dict[str, Any], profile: dict[str, Any], net: str
+) -> Finding:
+    # a group on every network (the default) is fixed in its profile's nics
+    listed = group.get("networks")
+    if listed == list(plan["networks"]):
+        listed = None
+    at: tuple[Any, ...] = (
+        ("node_groups", node.group, "networks", listed.index(net))
+        if listed and net in listed
+        else ("hardware", node.hardware, "nics")
+    )
+    names = ", ".join(nic["name"] for nic in profile["nics"])
+    return Finding(
+        "network-without-nic",
+        f"hosts of group {node.group} are on network {net}, but none of the NICs of "
+        f"hardware {node.hardware} ({names}) carries it",
+        at,
+        hint=f"add {net} to the networks of one of its nics"
+        + ("" if listed else f", or give group {node.group} a networks list without it"),
+    )
+
+
 def _networks_without_nic(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     """A profile that lists its NICs must carry every network its hosts are on; otherwise the
     host would get a device named after the network, which the hardware does not have."""
@@ -109,24 +132,7 @@ def _networks_without_nic(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             if net in carried or (node.group, net) in reported or net not in plan["networks"]:
                 continue
             reported.add((node.group, net))
-            # a group on every network (the default) is fixed in its profile's nics
-            listed = group.get("networks")
-            if listed == list(plan["networks"]):
-                listed = None
-            at: tuple[Any, ...] = (
-                ("node_groups", node.group, "networks", listed.index(net))
-                if listed and net in listed
-                else ("hardware", node.hardware, "nics")
-            )
-            names = ", ".join(nic["name"] for nic in profile["nics"])
-            yield Finding(
-                "network-without-nic",
-                f"hosts of group {node.group} are on network {net}, but none of the NICs of "
-                f"hardware {node.hardware} ({names}) carries it",
-                at,
-                hint=f"add {net} to the networks of one of its nics"
-                + ("" if listed else f", or give group {node.group} a networks list without it"),
-            )
+            yield _network_without_nic(plan, node, group, profile, net)
 
 
 def _off_management(plan: Plan) -> Iterator[Finding]:

@@ -31,6 +31,21 @@ def _idle_servers(servers: list[Node], chosen: Node, role: str, key: str) -> Ite
         )
 
 
+def _exports_off_the_server(
+    plan: Plan, server: Node, exports: list[dict[str, Any]]
+) -> Iterator[Finding]:
+    """An export for a network the NFS server is not on."""
+    for i, export in enumerate(exports):
+        if export["network"] in plan["networks"] and export["network"] not in server.networks:
+            yield Finding(
+                "server-not-on-network",
+                f"export {export['path']} is for network {export['network']}, which the NFS "
+                f"server {server.name} is not on",
+                ("storage", "nfs", "exports", i, "network"),
+                hint=f"put group {server.group} on network {export['network']}",
+            )
+
+
 def check_nfs_service(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     nfs = (plan.get("storage") or {}).get("nfs")
     servers = [n for n in nodes if "nfs_server" in n.roles]
@@ -58,15 +73,7 @@ def check_nfs_service(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             path,
             hint=_role_hint(server, "nfs_server"),
         )
-    for i, export in enumerate(nfs.get("exports") or []):
-        if export["network"] in plan["networks"] and export["network"] not in server.networks:
-            yield Finding(
-                "server-not-on-network",
-                f"export {export['path']} is for network {export['network']}, which the NFS "
-                f"server {server.name} is not on",
-                ("storage", "nfs", "exports", i, "network"),
-                hint=f"put group {server.group} on network {export['network']}",
-            )
+    yield from _exports_off_the_server(plan, server, nfs.get("exports") or [])
     yield from _mounts(nfs.get("exports") or [])
     if not nfs.get("exports"):
         yield Finding(
