@@ -137,6 +137,22 @@ def _default_class(plan: Plan, allowed: list[str]) -> str | None:
     return allowed[0] if allowed else None
 
 
+def _tres_limits(
+    limits: dict[str, Any], gpus: bool, others: list[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """A team's GrpTRES (GPUs, other accelerators) and GrpTRESMins (GPU-hours), for the GRES
+    the compute nodes have."""
+    grp_tres: dict[str, int] = {}
+    if limits.get("gpus") is not None and gpus:
+        grp_tres["gres/gpu"] = int(limits["gpus"])
+    if limits.get("accelerators") is not None:
+        grp_tres.update({f"gres/{g}": int(limits["accelerators"]) for g in others})
+    grp_tres_mins: dict[str, int] = {}
+    if limits.get("gpu_hours") is not None and gpus:
+        grp_tres_mins["gres/gpu"] = round(float(limits["gpu_hours"]) * 60)
+    return grp_tres, grp_tres_mins
+
+
 def slurm_account_records(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]:
     """One account per team, parents first: share, limits and the QOS of its classes."""
     teams = plan.get("teams") or {}
@@ -145,14 +161,7 @@ def slurm_account_records(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]
     for name in team_order(teams):
         team = teams[name]
         limits = team.get("limits") or {}
-        grp_tres: dict[str, int] = {}
-        if limits.get("gpus") is not None and gpus:
-            grp_tres["gres/gpu"] = int(limits["gpus"])
-        if limits.get("accelerators") is not None:
-            grp_tres.update({f"gres/{g}": int(limits["accelerators"]) for g in others})
-        grp_tres_mins: dict[str, int] = {}
-        if limits.get("gpu_hours") is not None and gpus:
-            grp_tres_mins["gres/gpu"] = round(float(limits["gpu_hours"]) * 60)
+        grp_tres, grp_tres_mins = _tres_limits(limits, gpus, others)
         allowed = list(team.get("classes") or [])
         default = _default_class(plan, allowed)
         records.append(
