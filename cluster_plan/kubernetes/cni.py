@@ -89,8 +89,13 @@ def customize_calico(
     _set_env(env, "CALICO_IPV4POOL_IPIP", "Always" if encapsulation == "ipip" else "Never")
     _set_env(env, "CALICO_IPV4POOL_VXLAN", "Always" if encapsulation == "vxlan" else "Never")
     if encapsulation == "vxlan":
-        for probe in ("livenessProbe", "readinessProbe"):
-            command = ((main.get(probe) or {}).get("exec") or {}).get("command")
-            if command:
-                command[:] = [a for a in command if a not in ("-bird-live", "-bird-ready")]
+        _drop_bird_probes(main)
     return docs
+
+
+def _drop_bird_probes(container: dict[str, Any]) -> None:
+    """VXLAN runs no BIRD: calico-node's probes must not ask after it."""
+    for probe in ("livenessProbe", "readinessProbe"):
+        command = ((container.get(probe) or {}).get("exec") or {}).get("command")
+        if command:
+            command[:] = [a for a in command if a not in ("-bird-live", "-bird-ready")]
