@@ -237,6 +237,42 @@ def _caller(nvml: Any, errors: list[str]) -> Callable[..., Any]:
     return call
 
 
+def _retired_pages(nvml: Any, handle: Any, call: Callable[..., Any]) -> dict[str, Any] | None:
+    """Pages retired for single- and double-bit ECC errors, and whether one is pending; None
+    where NVML does not tell (GPUs that remap rows instead)."""
+    single = call(
+        nvml.nvmlDeviceGetRetiredPages,
+        handle,
+        nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+    )
+    if single is None:
+        return None
+    double = (
+        call(
+            nvml.nvmlDeviceGetRetiredPages,
+            handle,
+            nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        )
+        or []
+    )
+    return {
+        "single_bit": len(single),
+        "double_bit": len(double),
+        "pending": bool(call(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)),
+    }
+
+
+def _nvlinks(nvml: Any, handle: Any) -> list[dict[str, Any]]:
+    nvlinks = []
+    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            state = nvml.nvmlDeviceGetNvLinkState(handle, link)
+        except nvml.NVMLError:  # links the GPU does not have answer NotSupported/InvalidArg
+            continue
+        nvlinks.append({"link": link, "active": state == nvml.NVML_FEATURE_ENABLED})
+    return nvlinks
+
+
 def _query_gpu(nvml: Any, handle: Any, index: int, call: Callable[..., Any]) -> dict[str, Any]:
     memory = call(nvml.nvmlDeviceGetMemoryInfo, handle)
     pci = call(nvml.nvmlDeviceGetPciInfo, handle)
@@ -255,34 +291,8 @@ def _query_gpu(nvml: Any, handle: Any, index: int, call: Callable[..., Any]) -> 
     def threshold(kind: int) -> Any:
         return call(nvml.nvmlDeviceGetTemperatureThreshold, handle, kind)
 
-    retired: dict[str, Any] | None = None
-    single = call(
-        nvml.nvmlDeviceGetRetiredPages,
-        handle,
-        nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
-    )
-    if single is not None:
-        double = (
-            call(
-                nvml.nvmlDeviceGetRetiredPages,
-                handle,
-                nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
-            )
-            or []
-        )
-        retired = {
-            "single_bit": len(single),
-            "double_bit": len(double),
-            "pending": bool(call(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)),
-        }
-
-    nvlinks = []
-    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
-        try:
-            state = nvml.nvmlDeviceGetNvLinkState(handle, link)
-        except nvml.NVMLError:  # links the GPU does not have answer NotSupported/InvalidArg
-            continue
-        nvlinks.append({"link": link, "active": state == nvml.NVML_FEATURE_ENABLED})
+    retired = _retired_pages(nvml, handle, call)
+    nvlinks = _nvlinks(nvml, handle)
 
     return {
         "index": index,
