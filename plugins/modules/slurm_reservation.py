@@ -124,32 +124,23 @@ def main() -> None:
         if exists and not module.check_mode:
             _run(module, [scontrol, "delete", f"ReservationName={params['name']}"])
         module.exit_json(changed=exists)
+    _present(module, scontrol, out if exists else None)
 
+
+def _present(module: AnsibleModule, scontrol: str, shown: str | None) -> None:
+    """Create the reservation (`shown` None: Slurm has none by that name) or update the
+    fields that differ from the plan's."""
+    params = module.params
     wanted = wanted_fields(params)
-    if not exists:
+    name = f"ReservationName={params['name']}"
+    if shown is None:
         if not module.check_mode:
-            _run(
-                module,
-                [
-                    scontrol,
-                    "create",
-                    "reservation",
-                    f"ReservationName={params['name']}",
-                    *(f"{k}={v}" for k, v in wanted.items() if v),
-                ],
-            )
+            fields = (f"{k}={v}" for k, v in wanted.items() if v)
+            _run(module, [scontrol, "create", "reservation", name, *fields])
         module.exit_json(changed=True, action="create", fields=wanted)
-    diff = differences(parse_show(out), wanted)
+    diff = differences(parse_show(shown or ""), wanted)
     if diff and not module.check_mode:
-        _run(
-            module,
-            [
-                scontrol,
-                "update",
-                f"ReservationName={params['name']}",
-                *(f"{k}={v}" for k, v in diff.items() if v),
-            ],
-        )
+        _run(module, [scontrol, "update", name, *(f"{k}={v}" for k, v in diff.items() if v)])
     module.exit_json(changed=bool(diff), action="update" if diff else "none", fields=diff)
 
 
