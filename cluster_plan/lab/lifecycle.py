@@ -71,15 +71,7 @@ def up(expanded: ExpandedPlan, plan_path: str, log: Any = sys.stderr) -> bool:
 def _up(names: LabNames, expanded: ExpandedPlan, plan_path: str, log: Any) -> bool:
     current = state.load(names.state_file)
     if current is not None:
-        changed, added = plan_changes(expanded, current.fabric_digest, current.host_digests)
-        if changed:
-            raise LabError(
-                f"lab {names.lab} runs an earlier version of the plan ("
-                f"{', '.join(changed)} changed or went away): run `lab down` then "
-                "`lab up`"
-            )
-        if added and "site-dns-ntp" in current.services:  # its zone must learn the new hosts
-            current.services.pop("site-dns-ntp").stop()
+        _follow_plan(names, current, expanded)
     if is_up(names, current, expanded):
         return False
     if current is None:
@@ -108,26 +100,53 @@ def _up(names: LabNames, expanded: ExpandedPlan, plan_path: str, log: Any) -> bo
     _start_services(names, expanded, st, addresses)
     dns = list(expanded["networks"][net_name]["dns"])
     for host, spec in expanded["hosts"].items():
-        if host in st.nodes and st.nodes[host].alive():
-            continue
-        fabric.ensure_netns(names.node_ns(host))
-        for port in (p for p in wires.ports if p.host == host):
-            fabric.wire_port(names, port)
-        hardware.attach_disks(names, host, spec, st.loops)
-        node.prepare_upper(names, host, spec, pubkey, dns)
-        kill_netns_processes(names.node_ns(host))  # a node left from a lost state file
-        node.remove_cgroups(names, host)
-        script = node.boot_script(names, host, spec, base, st.loops)
-        parent, init = node.boot(names, host, script)
-        st.nodes[host] = init
-        st.services[f"boot-{host}"] = parent
-        state.save(names.state_file, st)
+        if host not in st.nodes or not st.nodes[host].alive():
+            ports = [p for p in wires.ports if p.host == host]
+            _boot_node(names, st, host, spec, ports, (base, pubkey, dns))
     wait_ready(names, st, expanded)
     print(
         f"lab {names.lab}: {len(expanded['hosts'])} nodes up ({time.monotonic() - started:.0f}s)",
         file=log,
     )
     return True
+
+
+def _follow_plan(names: LabNames, current: state.LabState, expanded: ExpandedPlan) -> None:
+    """A running lab takes added hosts; any other change of the plan needs a new lab."""
+    changed, added = plan_changes(expanded, current.fabric_digest, current.host_digests)
+    if changed:
+        raise LabError(
+            f"lab {names.lab} runs an earlier version of the plan ("
+            f"{', '.join(changed)} changed or went away): run `lab down` then "
+            "`lab up`"
+        )
+    if added and "site-dns-ntp" in current.services:  # its zone must learn the new hosts
+        current.services.pop("site-dns-ntp").stop()
+
+
+def _boot_node(
+    names: LabNames,
+    st: state.LabState,
+    host: str,
+    spec: Any,
+    ports: list[Any],
+    boot: tuple[Path, str, list[str]],
+) -> None:
+    """Wire, prepare and boot one node (`boot`: the base image, the lab's public key, the
+    DNS servers); its processes are in the state file as soon as they exist."""
+    base, pubkey, dns = boot
+    fabric.ensure_netns(names.node_ns(host))
+    for port in ports:
+        fabric.wire_port(names, port)
+    hardware.attach_disks(names, host, spec, st.loops)
+    node.prepare_upper(names, host, spec, pubkey, dns)
+    kill_netns_processes(names.node_ns(host))  # a node left from a lost state file
+    node.remove_cgroups(names, host)
+    script = node.boot_script(names, host, spec, base, st.loops)
+    parent, init = node.boot(names, host, script)
+    st.nodes[host] = init
+    st.services[f"boot-{host}"] = parent
+    state.save(names.state_file, st)
 
 
 def _start_services(
