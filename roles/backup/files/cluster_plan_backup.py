@@ -500,6 +500,16 @@ def restore_plan(
 ) -> tuple[list[Precious], list[str]]:
     """The declarations and paths a restore puts back; BackupError naming what is unknown."""
     by_name = {d.name: d for d in declarations}
+    _check_restore_request(by_name, names, paths)
+    chosen = [by_name[n] for n in names]
+    wanted = [p for d in chosen for p in d.paths] + list(paths)
+    return chosen, list(dict.fromkeys(p.rstrip("/") or "/" for p in wanted))
+
+
+def _check_restore_request(
+    by_name: dict[str, Precious], names: Sequence[str], paths: Sequence[str]
+) -> None:
+    """Refuses an unknown state name, a relative path, or a request naming nothing."""
     if unknown := [n for n in names if n not in by_name]:
         known = ", ".join(sorted(by_name)) or "none"
         raise BackupError(f"no precious state named {', '.join(unknown)} here (known: {known})")
@@ -507,9 +517,6 @@ def restore_plan(
         raise BackupError(f"paths must be absolute: {', '.join(bad)}")
     if not names and not paths:
         raise BackupError("name what to restore: --name STATE or --path PATH")
-    chosen = [by_name[n] for n in names]
-    wanted = [p for d in chosen for p in d.paths] + list(paths)
-    return chosen, list(dict.fromkeys(p.rstrip("/") or "/" for p in wanted))
 
 
 def put_back(staging: Path, path: str, stamp: str) -> str:
