@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster_plan.lab.proc import kill_tree
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONVERGE_TIMEOUT_S = 2400
@@ -86,7 +88,7 @@ def playbook(
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            kill_tree(proc.pid)
             proc.communicate()
             raise
     result = subprocess.CompletedProcess(argv, proc.returncode, out, err)

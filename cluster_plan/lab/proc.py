@@ -125,3 +125,39 @@ def kill_netns_processes(ns: str) -> None:
             time.sleep(0.1)
     if netns_pids(ns):
         raise LabError(f"processes still running in namespace {ns}: {netns_pids(ns)}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (the children of each of its threads, recursively)."""
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            fresh = [k for k in kids if k not in found and k != pid]
+            found += fresh
+            queue += fresh
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process below it, by id. A killed ansible-playbook leaves
+    its forked workers (and Mitogen's, in sessions of their own) running under init, holding
+    the run's connections: they are stopped first, so none forks past the count, then
+    killed."""
+    stopped: list[int] = []
+    for _ in range(10):  # until no new process appears below the stopped ones
+        tree = [pid, *descendants(pid)]
+        fresh = [p for p in tree if p not in stopped]
+        if not fresh:
+            break
+        for p in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGSTOP)
+        stopped += fresh
+    for p in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)

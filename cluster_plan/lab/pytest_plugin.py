@@ -42,7 +42,7 @@ from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.converge import Run, ansible_env, playbook
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
-from cluster_plan.lab.proc import ProcRef
+from cluster_plan.lab.proc import ProcRef, kill_tree
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_PLAN = REPO / "inventory" / "lab" / "cluster.yml"
@@ -248,6 +248,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k dropped what this run does not select
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Lab tests that need no converge first: the bare session lab's (they restart nodes and
     inject faults, as a lab user would, before any role has set a node up); then, while the
@@ -373,7 +374,7 @@ class BackgroundConverge:
     def _keep(self, proc: subprocess.Popen[str]) -> None:
         self.processes.append(proc)
         if self.stopped:
-            proc.kill()
+            kill_tree(proc.pid)
 
     def _run(self, env: dict[str, str]) -> None:
         try:
@@ -394,8 +395,8 @@ class BackgroundConverge:
         """The session ends before the converge did (Ctrl-C, a CI timeout): stop its run."""
         self.stopped = True
         for proc in list(self.processes):
-            if proc.poll() is None:
-                proc.kill()
+            if proc.poll() is None:  # with its workers: a killed run's forks live on
+                kill_tree(proc.pid)
         self.thread.join(timeout=60)
 
 

@@ -591,3 +591,41 @@ def test_state_round_trip_and_other_labs(tmp_path: Path) -> None:
     (tmp_path / "torn.json").write_text('{"lab": "a", "pl')  # a write cut short
     assert state.load(tmp_path / "torn.json") is None
     assert state.load(tmp_path / "a") is None  # not a file
+
+
+FORKS = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()  # as Mitogen's connection processes do
+    if os.fork() == 0:
+        time.sleep(300)
+    time.sleep(300)
+print("forked", flush=True)
+time.sleep(300)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith(("Z", "X"))
+    except OSError:
+        return True
+
+
+def test_kill_tree_takes_the_forked_workers_with_the_run() -> None:
+    """A killed ansible-playbook left its forked workers under init, for 40 minutes, holding
+    their connections; kill_tree kills what is below the run too, by process id."""
+    from cluster_plan.lab.proc import descendants, kill_tree
+
+    with subprocess.Popen([sys.executable, "-c", FORKS], stdout=subprocess.PIPE, text=True) as run:
+        assert run.stdout is not None and run.stdout.readline().strip() == "forked"
+        deadline = time.monotonic() + 10
+        while len(below := descendants(run.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(below) == 2, below
+        kill_tree(run.pid)
+        run.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in below if not _gone(pid)] == []
