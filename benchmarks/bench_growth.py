@@ -27,9 +27,11 @@ from typing import Any
 
 import yaml
 
-from cluster_plan.lab.converge import changed_lines
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's playbook runner (tests/support)
+
+from support.playbooks import changed_lines  # noqa: E402
+
 BIN = Path(sys.executable).parent
 LAB_ID = "growth"
 FULL = ("-e", "site_converge_when=always")  # every stage, whatever the stage gate finds

@@ -28,8 +28,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's playbook runner (tests/support)
 
-from cluster_plan.lab.converge import playbook, recap  # noqa: E402
+from support.playbooks import playbook, recap  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RAW_MIB = 256

@@ -14,7 +14,7 @@ os.environ["CLUSTER_PLAN_NOW"] = "2026-06-01T00:00:00+00:00"
 
 # One lab per test session, shared by every module that needs it (brought up as id "test");
 # its prerequisites checked once (support/lab_gate.py); where the time goes (support/phases.py).
-pytest_plugins = ["cluster_plan.lab.pytest_plugin", "support.lab_gate", "support.phases"]
+pytest_plugins = ["support.lab_session", "support.lab_gate", "support.phases"]
 
 
 @pytest.fixture(scope="session")

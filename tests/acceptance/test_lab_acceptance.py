@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lab_session import Lab, lab
 
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import spec_from_expanded
-from cluster_plan.lab.pytest_plugin import Lab, lab
 
 pytestmark = pytest.mark.lab
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lab_session import Lab, lab
 from test_lab_acceptance import cli, fault
-
-from cluster_plan.lab.pytest_plugin import Lab, lab
 
 pytestmark = pytest.mark.lab
 

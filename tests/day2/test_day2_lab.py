@@ -1,6 +1,6 @@
 """Day-2 operations proven on the lab: drift detection and backups with a proven restore.
 
-The lab is the session lab of `cluster_plan.lab.pytest_plugin` ($CLUSTER_PLAN_LAB_ID,
+The lab is the session lab of `support.lab_session` ($CLUSTER_PLAN_LAB_ID,
 default `test`), converged once per session by its `converged_lab` fixture, which every lab
 test module shares (its idempotence run is judged in tests/roles/test_slurm_lab.py). Tests
 marked `lab_changes` change the lab and run after every test that only reads it; each puts
@@ -35,10 +35,9 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.lab.converge import CONVERGE_TIMEOUT_S, recap, vault_view
-
 # The shared session fixtures (`lab`, `converged_lab`), requested by `day2` below.
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import CONVERGE_TIMEOUT_S, recap, vault_view
 
 pytestmark = pytest.mark.lab
 

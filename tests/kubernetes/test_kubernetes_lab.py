@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 import yaml
+from support.lab_session import session_claim, skip_unless_lab_machine
 
 from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
 from cluster_plan.lab import lifecycle
-from cluster_plan.lab.pytest_plugin import session_claim, skip_unless_lab_machine
 
 pytestmark = pytest.mark.lab
 

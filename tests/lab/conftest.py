@@ -1,6 +1,6 @@
-"""Lab fixtures: the session-wide `lab` lives in cluster_plan.lab.pytest_plugin so that any
+"""Lab fixtures: the session-wide `lab` lives in support.lab_session so that any
 test directory can use it (see that module)."""
 
-from cluster_plan.lab.pytest_plugin import lab
+from support.lab_session import lab
 
 __all__ = ["lab"]

@@ -8,7 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from cluster_plan.lab.pytest_plugin import Lab
+from support.lab_session import Lab
 
 _FPING = re.compile(
     r"xmt/rcv/%loss = (\d+)/(\d+)/[\d.]+%(?:, min/avg/max = "

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from lab_measure import iperf_mbit, ping, wait_reachable
+from support.lab_session import REPO, Lab
 
 from cluster_plan.lab import faults, lifecycle, state, status
 from cluster_plan.lab.proc import ProcRef
-from cluster_plan.lab.pytest_plugin import REPO, Lab
 
 pytestmark = pytest.mark.lab
 # Two nodes on different racks: their traffic crosses tor1 -> agg1 -> tor2.

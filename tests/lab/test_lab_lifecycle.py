@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cluster_plan.lab import fabric, guard, lifecycle, node, state, status
-from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
-from cluster_plan.lab.pytest_plugin import (
+from support.lab_session import (
     LAB_PLAN,
     session_claim,
     sigint_default,
     skip_unless_lab_machine,
 )
+
+from cluster_plan.lab import fabric, guard, lifecycle, node, state, status
+from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 
 pytestmark = pytest.mark.lab
 LAB_ID = "t-life"

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cluster_plan.lab.converge import ansible_env
+from support.playbooks import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
 from cluster_plan.acceptance.figures import figures_from_report
 from cluster_plan.acceptance.history import History
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 
 pytestmark = pytest.mark.lab
 

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from cluster_plan.lab.converge import ansible_env, recap
+from support.playbooks import ansible_env, recap
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -2,7 +2,7 @@
 12's 16.2) with its CephFS, the NAS exports, and what must hold when things go wrong.
 
 The lab is the session lab, converged once per session by `converged_lab`
-(cluster_plan.lab.pytest_plugin), shared with the Slurm tests. Read-only checks come first;
+(support.lab_session), shared with the Slurm tests. Read-only checks come first;
 tests marked `lab_changes` (a storage node down, a monitor stopped, a storage node added,
 bad disks) restore what they change and run after every read-only test of the session.
 Every command runs inside lab namespaces (nsenter into nodes, or a namespace of our own
@@ -35,12 +35,12 @@ from lab_helpers import (
     ssh_reachable,
 )
 
-from cluster_plan.api import load_expanded
-from cluster_plan.lab.converge import changed_lines, playbook, recap
-from cluster_plan.lab.names import for_plan
-
 # The shared session fixtures (`lab`, `converged_lab`), requested by `ceph` below.
-from cluster_plan.lab.pytest_plugin import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import changed_lines, playbook, recap
+
+from cluster_plan.api import load_expanded
+from cluster_plan.lab.names import for_plan
 
 pytestmark = pytest.mark.lab
 

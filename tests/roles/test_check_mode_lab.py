@@ -4,7 +4,7 @@ One check-mode run of the whole build proves what the Slurm and Ceph modules eac
 a run of their own stages (common and Slurm; storage): on a lab that site.yml converged, check
 mode reports no change on any host and fails nowhere. It only reads the lab, so the session's
 converge runs it beside the idempotence run, before any test touches the lab
-(cluster_plan/lab/pytest_plugin.py `converge_runs`); this test judges that run.
+(tests/support/lab_session.py `converge_runs`); this test judges that run.
 
 CLUSTER_PLAN_LAB_CONVERGED=1 uses the lab already running under $CLUSTER_PLAN_LAB_ID as it is:
 the test runs the check-mode run itself; the assertion on the converge's own output then skips.
@@ -15,16 +15,15 @@ from __future__ import annotations
 import pytest
 from lab_helpers import PLAN
 
-from cluster_plan.lab.converge import changed_lines, playbook, recap
-
 # The shared session fixtures (`lab`, `converged_lab`).
-from cluster_plan.lab.pytest_plugin import (  # noqa: F401
+from support.lab_session import (  # noqa: F401
     FULL_RUN,
     PLAYBOOKS,
     Converged,
     converged_lab,
     lab,
 )
+from support.playbooks import changed_lines, playbook, recap
 
 pytestmark = pytest.mark.lab
 

@@ -18,15 +18,14 @@ import time
 import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli
 
-from cluster_plan.lab.converge import ansible_env, changed_lines, playbook, recap
-
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
-from cluster_plan.lab.pytest_plugin import (  # noqa: F401
+from support.lab_session import (  # noqa: F401
     Converged,
     converged_lab,
     lab,
     sigint_default,
 )
+from support.playbooks import ansible_env, changed_lines, playbook, recap
 
 pytestmark = pytest.mark.lab
 TRIGGER = "PLAY [Ceph from the cluster plan]"  # the storage stage: part-way through site.yml

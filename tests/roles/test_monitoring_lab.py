@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 from lab_helpers import BIN, PLAN, cli, on_node
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
 from cluster_plan.monitoring.dashboards import NODE_VARIABLE, panel_exprs
 from cluster_plan.monitoring.render import render
 

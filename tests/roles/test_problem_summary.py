@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from cluster_plan.lab.converge import RECAP, ansible_env, recap
+from support.playbooks import RECAP, ansible_env, recap
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -2,7 +2,7 @@
 converge and its verbose idempotence run), no file of the repository (reports and the fact
 cache included), no acceptance or drift report; the backup passphrases Ansible keeps on the
 controller are Ansible-Vault-encrypted at rest (the session configures a vault password,
-cluster_plan.lab.pytest_plugin.vault_password).
+support.lab_session.vault_password).
 
 Secrets read from the nodes, inside their namespaces: the munge key, the Ceph keys, the
 slurmdbd database password, every node's backup repository passphrase."""
@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 from lab_helpers import PLAN, cli, on_node
 
-from cluster_plan.lab.converge import vault_view
-
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import vault_view
 
 pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]

@@ -27,15 +27,14 @@ import lab_helpers
 import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli, on_node
 
-from cluster_plan.lab.converge import ansible_env
-
 # The shared session fixtures (`lab`, `converged_lab`), requested by `ha` below.
-from cluster_plan.lab.pytest_plugin import (  # noqa: F401
+from support.lab_session import (  # noqa: F401
     Converged,
     converged_lab,
     lab,
     sigint_default,
 )
+from support.playbooks import ansible_env
 
 pytestmark = pytest.mark.lab
 

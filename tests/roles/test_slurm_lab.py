@@ -1,6 +1,6 @@
 """The plan's scheduling policy, proven on the lab after `site.yml`.
 
-The lab is the session lab of `cluster_plan.lab.pytest_plugin` (id `test`, brought up fresh
+The lab is the session lab of `support.lab_session` (id `test`, brought up fresh
 and taken down at the end of the session; it skips with the reason when not root or a host
 tool is missing), converged once per session by its `converged_lab` fixture, which every
 lab test module shares. Every command runs inside lab namespaces: on a node through
@@ -33,11 +33,11 @@ from lab_helpers import (
     ssh_reachable,
 )
 
-from cluster_plan.api import load_expanded
-from cluster_plan.lab.converge import changed_lines, playbook, recap
-
 # The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
-from cluster_plan.lab.pytest_plugin import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import changed_lines, playbook, recap
+
+from cluster_plan.api import load_expanded
 
 pytestmark = pytest.mark.lab
 

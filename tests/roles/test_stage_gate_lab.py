@@ -14,10 +14,9 @@ import re
 import pytest
 from lab_helpers import PLAN, on_node
 
-from cluster_plan.lab.converge import changed_lines, playbook, recap
-
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import changed_lines, playbook, recap
 
 pytestmark = pytest.mark.lab
 GATED = ("common", "ceph", "nfs", "slurm", "backup")

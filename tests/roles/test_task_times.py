@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster_plan.lab.converge import ansible_env
+from support.playbooks import ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

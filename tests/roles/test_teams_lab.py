@@ -1,6 +1,6 @@
 """Teams, limits and fair share, proven on the lab after `site.yml` (docs/scheduling.md).
 
-Uses the session's one converge (`converged_lab` of cluster_plan.lab.pytest_plugin, the same
+Uses the session's one converge (`converged_lab` of support.lab_session, the same
 test_slurm_lab reads), on the session lab under $CLUSTER_PLAN_LAB_ID. Users act through
 `runuser` on the controller, inside the lab node (`cluster-plan lab run`); nothing is sent
 from this machine's own namespace. Every job a test starts is cancelled by it. The tests that
@@ -22,12 +22,11 @@ from typing import Any
 
 import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli, on_node
-from test_slurm_lab import SlurmLab
-
-from cluster_plan.lab.converge import ansible_env
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
-from cluster_plan.lab.pytest_plugin import Converged, converged_lab, lab  # noqa: F401
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import ansible_env
+from test_slurm_lab import SlurmLab
 
 pytestmark = pytest.mark.lab
 

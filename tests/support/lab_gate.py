@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from cluster_plan.lab.pytest_plugin import missing_prerequisites
+from support.lab_session import missing_prerequisites
 
 SKIP_ENV = "CLUSTER_PLAN_SKIP_LAB"
 REQUIRE_ENV = "CLUSTER_PLAN_REQUIRE_LAB"

@@ -140,7 +140,7 @@ class Recorder:
 def converge_runs_s() -> float | None:
     """Wall seconds of the session converge's site.yml runs (the check-mode run beside the
     idempotence run counted once); None when none ran."""
-    from cluster_plan.lab import pytest_plugin
+    from support import lab_session as pytest_plugin
 
     seconds = [c.runs_s for c in pytest_plugin._CONVERGED if c.runs_s is not None]
     return round(sum(seconds), 1) if seconds else None

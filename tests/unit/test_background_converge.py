@@ -18,10 +18,10 @@ TESTS = Path(__file__).resolve().parents[1]
 CONFTEST = """
 import subprocess, time
 import pytest
-import cluster_plan.lab.pytest_plugin as lab_plugin
-from cluster_plan.lab.converge import Run
+import support.lab_session as lab_plugin
+from support.playbooks import Run
 
-pytest_plugins = ["cluster_plan.lab.pytest_plugin"]
+pytest_plugins = ["support.lab_session"]
 lab_plugin.missing_prerequisites = lambda: []
 EVENTS = []
 
@@ -171,7 +171,7 @@ def test_short():
 
 
 def test_a_long_lab_proof_runs_only_when_asked_for_and_is_named_when_not(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["cluster_plan.lab.pytest_plugin"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["support.lab_session"]\n')
     (tmp_path / "test_inner.py").write_text(EXTENDED_TESTS)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "CLUSTER_PLAN_"))}
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)]
@@ -179,7 +179,7 @@ def test_a_long_lab_proof_runs_only_when_asked_for_and_is_named_when_not(tmp_pat
         subprocess.run(
             argv,
             cwd=tmp_path,
-            env={**clean, **extra},
+            env={**clean, "PYTHONPATH": str(TESTS), **extra},
             capture_output=True,
             text=True,
             timeout=300,

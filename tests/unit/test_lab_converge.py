@@ -1,4 +1,4 @@
-"""cluster_plan.lab.converge helpers that need no lab: reading a file the controller keeps,
+"""support.playbooks helpers that need no lab: reading a file the controller keeps,
 Vault-encrypted or not, with the ansible-vault of this environment."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from cluster_plan.lab.converge import vault_view
+from support.playbooks import vault_view
 
 BIN = Path(sys.executable).parent
 

@@ -19,7 +19,7 @@ TESTS = Path(__file__).resolve().parents[1]
 CONFTEST = """
 import time
 import pytest
-import cluster_plan.lab.pytest_plugin as lab_plugin
+import support.lab_session as lab_plugin
 lab_plugin.TOOLS = ("no-such-lab-tool",)
 
 def pytest_configure(config):

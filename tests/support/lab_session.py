@@ -1,8 +1,8 @@
 """pytest fixtures that bring the lab up once per session and always take it down, and
 converge site.yml on it once per session.
 
-Use from any conftest.py:  `pytest_plugins = ["cluster_plan.lab.pytest_plugin"]` (top-level
-conftest only), or import the fixtures: `from cluster_plan.lab.pytest_plugin import lab`.
+Use from any conftest.py:  `pytest_plugins = ["support.lab_session"]` (top-level
+conftest only), or import the fixtures: `from support.lab_session import lab`.
 
 The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so a
 developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
@@ -40,9 +40,9 @@ import pytest
 
 from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
-from cluster_plan.lab.converge import Run, ansible_env, playbook
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_tree
+from support.playbooks import Run, ansible_env, playbook
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_PLAN = REPO / "inventory" / "lab" / "cluster.yml"
