@@ -82,9 +82,16 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
 
 def read_text(path: str | Path, limit: int) -> str:
     """A regular file's UTF-8 text; InputError for binary data."""
-    data = read_bytes(path, limit)
+    return decode_text(read_bytes(path, limit), path)
+
+
+def decode_text(data: bytes, path: str | Path, expected: str = "text") -> str:
+    """UTF-8 text (a BOM dropped); InputError (code not-text) for NUL bytes or other bytes
+    that are not UTF-8. ``expected`` names what the file should have held."""
     if b"\x00" in data:
-        raise InputError(path, "the file holds binary data (NUL bytes), not text", "not-text")
+        raise InputError(
+            path, f"the file holds binary data (NUL bytes), not {expected}", "not-text"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from cluster_plan.findings import Finding, JsonPath
-from cluster_plan.input_files import InputError, open_regular
+from cluster_plan.input_files import InputError, decode_text, open_regular
 
 try:  # the C loader is several times faster on large plans
     from yaml import CSafeLoader as _Loader
@@ -226,14 +226,10 @@ def _decode(raw: bytes, file: str) -> str | PlanDocument:
             f"the plan is {len(raw)} bytes; the limit is {MAX_PLAN_BYTES}",
             hint="a plan describes node groups, not every node",
         )
-    if b"\x00" in raw:
-        return _fail(file, "not-text", "the file holds binary data (NUL bytes), not YAML")
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return _fail(
-            file, "not-text", f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        )
+        return decode_text(raw, file, expected="YAML")
+    except InputError as exc:
+        return _fail(file, exc.code, exc.problem)
 
 
 def _blank(text: str) -> bool:
