@@ -1,5 +1,5 @@
-"""roles/ceph offline: the plan-to-Ceph mapping (filter plugin), the modules' decisions on
-recorded Ceph output, and the templates rendered for lab hosts."""
+"""roles/ceph offline: the plan-to-Ceph mapping (cluster_plan.storage.ceph), the modules'
+decisions on recorded Ceph output, and the templates rendered for lab hosts."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-import ceph_plan as plan_filters
 import pytest
 import yaml
 from role_render import render, value
+
+from cluster_plan.storage import ceph, mounts
 
 ROOT = Path(__file__).resolve().parents[2]
 # The modules import their helper from the collection, which role_render makes importable.
@@ -33,15 +34,15 @@ def test_networks_default_to_storage_and_cluster_to_public():
     plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
     del plan["storage"]["ceph"]["public_network"]
     filled = with_defaults(plan)
-    assert plan_filters.ceph_networks(filled) == {"public": "storage", "cluster": "storage"}
+    assert ceph.ceph_networks(filled) == {"public": "storage", "cluster": "storage"}
     plan["storage"]["ceph"]["cluster_network"] = "compute"
-    assert plan_filters.ceph_networks(with_defaults(plan))["cluster"] == "compute"
+    assert ceph.ceph_networks(with_defaults(plan))["cluster"] == "compute"
     del plan["networks"]["storage"]
-    assert plan_filters.ceph_networks(with_defaults(plan))["public"] == "mgmt"
+    assert ceph.ceph_networks(with_defaults(plan))["public"] == "mgmt"
 
 
 def test_crush_tree_puts_each_osd_host_under_its_plan_rack(lab_expanded):
-    buckets = plan_filters.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
+    buckets = ceph.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
     racks = [b for b in buckets if b["type"] == "rack"]
     assert {b["name"] for b in racks} == {"r1", "r2"}
     assert all(b["parent"] == "default" for b in racks)
@@ -55,15 +56,15 @@ def test_crush_tree_puts_each_osd_host_under_its_plan_rack(lab_expanded):
 
 def test_failure_domain_row_adds_rows_between_root_and_racks(lab_expanded):
     lab_expanded["storage"]["ceph"]["failure_domain"] = "row"
-    buckets = plan_filters.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
+    buckets = ceph.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
     assert {"name": "A", "type": "row", "parent": "default"} in buckets
     assert {b["parent"] for b in buckets if b["type"] == "rack"} == {"A"}
     host = osd_hosts(lab_expanded)[0]
-    assert plan_filters.ceph_crush_location(lab_expanded, host).startswith("root=default row=A ")
+    assert ceph.ceph_crush_location(lab_expanded, host).startswith("root=default row=A ")
 
 
 def test_dataset_pool_gets_a_rule_taking_only_the_dataset_racks(lab_expanded):
-    rules = {r["name"]: r for r in plan_filters.ceph_crush_rules(lab_expanded)}
+    rules = {r["name"]: r for r in ceph.ceph_crush_rules(lab_expanded)}
     assert rules["replicated_host"] == {
         "name": "replicated_host",
         "take": "default",
@@ -72,12 +73,12 @@ def test_dataset_pool_gets_a_rule_taking_only_the_dataset_racks(lab_expanded):
     }
     assert rules["dataset_datasets"]["take"] == "r1"
     assert rules["dataset_datasets"]["type"] == "host"
-    pools = {p["name"]: p for p in plan_filters.ceph_pools(lab_expanded)}
+    pools = {p["name"]: p for p in ceph.ceph_pools(lab_expanded)}
     assert pools["datasets"]["rule"] == "dataset_datasets"
     assert pools["volumes"]["rule"] == "replicated_host"
     # A dataset over two racks: a root linking both.
     lab_expanded["scheduler"]["datasets"]["imagenet"]["racks"] = ["r1", "r2"]
-    rule = plan_filters.ceph_crush_rules(lab_expanded)[1]
+    rule = ceph.ceph_crush_rules(lab_expanded)[1]
     assert rule == {
         "name": "dataset_datasets",
         "take": "dataset-datasets",
@@ -91,7 +92,7 @@ def test_pool_defaults_are_cephs(lab_expanded):
 
     plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
     plan["storage"]["ceph"]["pools"] = [{"name": "p", "size": 3}]
-    (pool,) = plan_filters.ceph_pools(with_defaults(plan))
+    (pool,) = ceph.ceph_pools(with_defaults(plan))
     assert pool == {
         "name": "p",
         "size": 3,
@@ -106,9 +107,7 @@ def test_pool_defaults_are_cephs(lab_expanded):
 def test_memory_settings_become_config_database_options(lab_expanded):
     from cluster_plan.defaults import section_defaults
 
-    options = {
-        (o["who"], o["name"]): o["value"] for o in plan_filters.ceph_config_options(lab_expanded)
-    }
+    options = {(o["who"], o["name"]): o["value"] for o in ceph.ceph_config_options(lab_expanded)}
     memory = lab_expanded["storage"]["ceph"]["memory"]
     assert options[("osd", "osd_memory_target")] == str(memory["osd_memory_target_mib"] << 20)
     assert options[("osd", "bluestore_cache_autotune")] == "false"
@@ -116,9 +115,7 @@ def test_memory_settings_become_config_database_options(lab_expanded):
     assert options[("mds", "mds_cache_memory_limit")] == str(memory["mds_cache_mib"] << 20)
     assert options[("mon", "mon_data_avail_warn")] == "10"
     lab_expanded["storage"]["ceph"]["memory"] = section_defaults("storage.ceph.memory")
-    options = {
-        (o["who"], o["name"]): o["value"] for o in plan_filters.ceph_config_options(lab_expanded)
-    }
+    options = {(o["who"], o["name"]): o["value"] for o in ceph.ceph_config_options(lab_expanded)}
     assert options[("osd", "osd_memory_target")] == str(4096 << 20)
     assert ("osd", "bluestore_cache_size") not in options
 
@@ -134,7 +131,7 @@ def test_the_active_mds_is_kept_off_the_ha_primary_node(lab_expanded):
         if o["name"] == "mds_join_fs"
     ]
     assert affinity == [{"who": "mds.osd01", "name": "mds_join_fs", "value": fs}]
-    options = plan_filters.ceph_config_options
+    options = ceph.ceph_config_options
     # one controller, or a primary that runs no MDS: nothing to keep away from
     assert not [o for o in options(lab_expanded, ["head01", "osd01"], ["head01"])
                 if o["name"] == "mds_join_fs"]  # fmt: skip
@@ -144,27 +141,27 @@ def test_the_active_mds_is_kept_off_the_ha_primary_node(lab_expanded):
 
 def test_osd_disks_use_the_plan_device_or_the_lab_name(lab_expanded):
     host = osd_hosts(lab_expanded)[0]
-    assert plan_filters.ceph_osd_disks(host, "/dev/disk/by-id/lab-") == [
+    assert ceph.ceph_osd_disks(host, "/dev/disk/by-id/lab-") == [
         {"name": "osd0", "device": "/dev/disk/by-id/lab-osd0"}
     ]
     host["disks"].append({"name": "fast", "use": "osd", "device": "/dev/nvme1n1"})
-    assert plan_filters.ceph_osd_disks(host, "x")[-1] == {"name": "fast", "device": "/dev/nvme1n1"}
+    assert ceph.ceph_osd_disks(host, "x")[-1] == {"name": "fast", "device": "/dev/nvme1n1"}
 
 
 def test_clients_and_their_narrow_caps(lab_expanded):
-    clients = plan_filters.ceph_cephfs_clients(lab_expanded, list(lab_expanded["hosts"].values()))
+    clients = ceph.ceph_cephfs_clients(lab_expanded, list(lab_expanded["hosts"].values()))
     # the compute nodes, and the controllers whose shared state is on the CephFS
     wanted = lab_expanded["groups"]["slurm_compute"] + lab_expanded["groups"]["slurm_controller"]
     assert sorted(clients) == sorted(wanted)
-    caps = plan_filters.ceph_client_caps("shared")
+    caps = ceph.ceph_client_caps("shared")
     assert caps == {
         "mon": "allow r fsname=shared",
         "mds": "allow rw fsname=shared",
         "osd": "allow rw tag cephfs data=shared",
     }
-    groups = plan_filters.ceph_nfs_groups(lab_expanded)
+    groups = ceph.ceph_nfs_groups(lab_expanded)
     assert groups == ["nfs_srv_home", "nfs_srv_software"]
-    assert plan_filters.ceph_nfs_caps("shared", groups)["mds"] == (
+    assert ceph.ceph_nfs_caps("shared", groups)["mds"] == (
         "allow rw fsname=shared path=/volumes/nfs_srv_home, "
         "allow rw fsname=shared path=/volumes/nfs_srv_software"
     )
@@ -175,7 +172,7 @@ def test_clients_and_their_narrow_caps(lab_expanded):
     [("/shared", "shared.mount"), ("/mnt/ceph-fs", "mnt-ceph\\x2dfs.mount"), ("/", "-.mount")],
 )
 def test_mount_unit_names_match_systemd_escape(path, unit):
-    assert plan_filters.systemd_mount_unit(path) == unit
+    assert mounts.systemd_mount_unit(path) == unit
 
 
 # --- the modules' decisions -----------------------------------------------------------------
@@ -210,8 +207,8 @@ def rule_steps(name: str, take: str, kind: str) -> dict[str, Any]:
 
 
 def test_crush_module_moves_a_misplaced_host_and_creates_missing_buckets_and_rules(lab_expanded):
-    buckets = plan_filters.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
-    rules = plan_filters.ceph_crush_rules(lab_expanded)
+    buckets = ceph.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
+    rules = ceph.ceph_crush_rules(lab_expanded)
     right = {"r1": ["stor01", "stor03"], "r2": ["stor02", "osd01"]}
     done = [
         rule_steps("replicated_host", "default", "host"),
@@ -230,8 +227,8 @@ def test_crush_module_moves_a_misplaced_host_and_creates_missing_buckets_and_rul
 
 
 def test_crush_module_refuses_to_rewrite_a_rule_that_moves_data(lab_expanded):
-    buckets = plan_filters.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
-    rules = plan_filters.ceph_crush_rules(lab_expanded)
+    buckets = ceph.ceph_crush_tree(lab_expanded, osd_hosts(lab_expanded))
+    rules = ceph.ceph_crush_rules(lab_expanded)
     other = [
         rule_steps("replicated_host", "default", "host"),
         rule_steps("dataset_datasets", "r2", "host"),
@@ -241,7 +238,7 @@ def test_crush_module_refuses_to_rewrite_a_rule_that_moves_data(lab_expanded):
 
 
 def test_pool_module_creates_then_only_corrects_what_differs(lab_expanded):
-    want = {**plan_filters.ceph_pools(lab_expanded)[0]}
+    want = {**ceph.ceph_pools(lab_expanded)[0]}
     assert want["name"] == "datasets"
     created = pool_module.planned_changes(None, want, rule_id=2)
     assert created[0][:5] == ["osd", "pool", "create", "datasets", "16"]

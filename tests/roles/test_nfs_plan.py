@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import ceph_plan
-import nfs_plan
 from role_render import render
+
+from cluster_plan.storage import ceph, nfs
+from cluster_plan.storage.mounts import systemd_mount_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_exports_carry_backend_served_path_and_network(lab_expanded):
-    exports = nfs_plan.nfs_exports(lab_expanded)
+    exports = nfs.nfs_exports(lab_expanded)
     assert [e["pseudo"] for e in exports] == ["/srv/home", "/srv/software"]
     home = exports[0]
     assert home == {
@@ -26,22 +27,22 @@ def test_exports_carry_backend_served_path_and_network(lab_expanded):
         "mount": "/home/shared",
     }
     # roles/ceph makes exactly the subvolume groups roles/nfs serves.
-    groups = ceph_plan.ceph_nfs_groups(lab_expanded)
+    groups = ceph.ceph_nfs_groups(lab_expanded)
     assert [e["path"] for e in exports] == [f"/volumes/{g}" for g in groups]
     lab_expanded["storage"]["nfs"]["exports"][0]["backend"] = "vfs"
-    assert nfs_plan.nfs_exports(lab_expanded)[0]["path"] == "/srv/home"
+    assert nfs.nfs_exports(lab_expanded)[0]["path"] == "/srv/home"
 
 
 def test_hosts_on_the_export_network_mount_it_the_server_does_not(lab_expanded):
     hosts = lab_expanded["hosts"]
     server = lab_expanded["storage"]["nfs"]["server"]
-    assert nfs_plan.nfs_client_mounts(lab_expanded, hosts[server]) == []
-    assert [m["mount"] for m in nfs_plan.nfs_client_mounts(lab_expanded, hosts["gpu01"])] == [
+    assert nfs.nfs_client_mounts(lab_expanded, hosts[server]) == []
+    assert [m["mount"] for m in nfs.nfs_client_mounts(lab_expanded, hosts["gpu01"])] == [
         "/home/shared",
         "/opt/software",
     ]
     off_network = next(h for h in hosts.values() if "compute" not in h["interfaces"])
-    assert nfs_plan.nfs_client_mounts(lab_expanded, off_network) == []
+    assert nfs.nfs_client_mounts(lab_expanded, off_network) == []
 
 
 def test_ganesha_conf_serves_nfsv4_to_the_export_network_only(lab_expanded):
@@ -58,13 +59,13 @@ def test_ganesha_conf_serves_nfsv4_to_the_export_network_only(lab_expanded):
 
 def test_mount_unit_of_an_export(lab_expanded):
     server = lab_expanded["storage"]["nfs"]["server"]
-    mounts = nfs_plan.nfs_client_mounts(lab_expanded, lab_expanded["hosts"]["gpu01"])
+    mounts = nfs.nfs_client_mounts(lab_expanded, lab_expanded["hosts"]["gpu01"])
     text = render("nfs", "nfs.mount.j2", lab_expanded, "gpu01", {"item": mounts[0]})
     address = lab_expanded["hosts"][server]["interfaces"]["compute"]["address"]
     assert f"What={address}:/srv/home" in text
     assert "Type=nfs4" in text and "Where=/home/shared" in text
-    # the unit name comes from the filter both storage roles use (plugins/filter/ceph_plan.py)
-    assert ceph_plan.systemd_mount_unit("/home/shared") == "home-shared.mount"
+    # the unit name comes from the filter both storage roles use (cluster_plan.storage.mounts)
+    assert systemd_mount_unit("/home/shared") == "home-shared.mount"
 
 
 def plan_without_storage(expanded):
