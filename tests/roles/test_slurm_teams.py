@@ -1,5 +1,5 @@
-"""Teams, fair share and QOS offline: the records the role hands to sacctmgr (plugins/filter/
-team_policy.py), what the slurm_accounts module runs for a given database (plugins/modules/
+"""Teams, fair share and QOS offline: the records the role hands to sacctmgr (cluster_plan/
+teams/policy.py), what the slurm_accounts module runs for a given database (plugins/modules/
 slurm_accounts.py) and the accounting part of slurm.conf, job_submit.lua and MariaDB's config
 as rendered for the lab plan. tests/roles/test_teams_lab.py runs all of it for real."""
 
@@ -16,7 +16,8 @@ from role_render import render
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "modules"))
 
 import slurm_accounts as module
-import team_policy
+
+from cluster_plan.teams import policy as team_policy
 
 CLUSTER = "lab"
 

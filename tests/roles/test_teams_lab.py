@@ -14,7 +14,6 @@ import copy
 import json
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,10 +27,9 @@ from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 from support.playbooks import ansible_env
 from test_slurm_lab import SlurmLab
 
-pytestmark = pytest.mark.lab
+from cluster_plan.teams import policy as team_policy
 
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import team_policy  # noqa: E402
+pytestmark = pytest.mark.lab
 
 POLL_S = 2
 
