@@ -1,0 +1,68 @@
+"""The Ceph, NFS, teams and firewall filter plugins only adapt: each filter name the roles use
+is the package function of that name (the decisions are tested in test_ceph_plan.py,
+test_nfs_plan.py, test_slurm_teams.py and through the rendered templates)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import ceph_plan
+import common_firewall
+import nfs_plan
+import pytest
+import team_policy
+
+from cluster_plan.network import firewall
+from cluster_plan.storage import ceph, mounts, nfs
+from cluster_plan.teams import policy
+
+CEPH_FILTERS = [
+    "ceph_networks",
+    "ceph_cidr",
+    "ceph_address",
+    "ceph_mon_addrs",
+    "ceph_osd_disks",
+    "ceph_zap_allowed",
+    "ceph_memory",
+    "ceph_crush_rules",
+    "ceph_pools",
+    "ceph_crush_tree",
+    "ceph_crush_location",
+    "ceph_cephfs",
+    "ceph_cephfs_clients",
+    "ceph_dataset_volumes",
+    "ceph_client_caps",
+    "ceph_nfs_groups",
+    "ceph_nfs_caps",
+    "ceph_config_options",
+]
+TEAM_FILTERS = [
+    "team_users",
+    "slurm_minutes",
+    "slurm_accounting_tres",
+    "slurm_billing_weights",
+    "slurm_decay_half_life",
+    "slurm_qos_records",
+    "slurm_account_records",
+    "slurm_user_records",
+    "slurm_team_policy",
+]
+ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
+    (ceph_plan, {**dict.fromkeys(CEPH_FILTERS, ceph), "systemd_mount_unit": mounts}),
+    (nfs_plan, dict.fromkeys(["nfs_exports", "nfs_client_mounts"], nfs)),
+    (team_policy, dict.fromkeys(TEAM_FILTERS, policy)),
+    (common_firewall, {"common_restricted_services": firewall}),
+]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "homes"), ADAPTERS, ids=[plugin.__name__ for plugin, _ in ADAPTERS]
+)
+def test_each_filter_is_the_package_function_of_its_name(
+    plugin: ModuleType, homes: dict[str, ModuleType]
+) -> None:
+    filters: dict[str, Any] = plugin.FilterModule().filters()
+    assert sorted(filters) == sorted(homes)
+    for name, function in filters.items():
+        assert function is getattr(homes[name], name), name
