@@ -49,7 +49,7 @@ def static_inventory(plan: Path, path: Path) -> None:
     expanded = json.loads(
         subprocess.run([str(BIN / "cluster-plan"), "expand", "--format", "json", str(plan)],
                        capture_output=True, text=True, check=True).stdout
-    )  # fmt: skip
+    )["result"]  # fmt: skip
     path.write_text(
         "".join(f"{name} ansible_host={h['address']}\n" for name, h in expanded["hosts"].items())
     )

@@ -11,7 +11,6 @@ import argparse
 import datetime as dt
 import os
 import shlex
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
@@ -23,6 +22,7 @@ from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import ReportError, judge_report, load_report, write_report
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
+from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import Exit, UsageError
 from cluster_plan.contract import ExpandedPlan, conformance_errors
 from cluster_plan.input_files import read_json
@@ -142,10 +142,9 @@ def report_command(args: argparse.Namespace) -> Exit:
     output = _html_output(args.results, args.output)
     judged = judge_report(report)
     if judged != report["passed"]:
-        print(
+        args.reporter.note(
             f"{args.results}: the file says passed={str(report['passed']).lower()}, but its "
-            f"findings say {'PASSED' if judged else 'FAILED'}; judged by the findings",
-            file=sys.stderr,
+            f"findings say {'PASSED' if judged else 'FAILED'}; judged by the findings"
         )
         report = {**report, "passed": judged}
     if args.compare:
@@ -157,14 +156,21 @@ def report_command(args: argparse.Namespace) -> Exit:
         summary |= {"findings": report["findings"], "comparison": report["comparison"]}
     compared = history.comparison_text(report, every_figure=True) if args.compare else ""
     args.reporter.result(
-        summary, lambda: "\n".join(filter(None, [_summary(report), compared, f"wrote {output}"]))
+        summary,
+        lambda: "\n".join(filter(None, [_summary(report), compared, f"wrote {output}"])),
+        report["findings"],
     )
     return Exit.OK if judged else Exit.FAILED
 
 
 def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     if args.expanded:
-        data = read_json(args.expanded, MAX_EXPANDED_BYTES, "an expanded plan (JSON)")
+        try:  # `expand --format json` output, or the expanded plan alone
+            data = unwrapped(
+                read_json(args.expanded, MAX_EXPANDED_BYTES, "an expanded plan (JSON)"), "expand"
+            )
+        except EnvelopeError as exc:
+            raise UsageError(f"{args.expanded}: not an expanded plan: {exc}") from None
         if not isinstance(data, dict):
             raise UsageError(f"{args.expanded}: not an expanded plan (a JSON object)")
         problems = conformance_errors(data, ExpandedPlan)
@@ -270,7 +276,7 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
                 f"(last report in {out_dir}); {FORCE_HINT}",
             )  # fmt: skip
             return Exit.OK
-        print(f"{spec.cluster}: acceptance runs: {decision.reason}", file=sys.stderr)
+        args.reporter.note(f"{spec.cluster}: acceptance runs: {decision.reason}")
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = _executor(args, expanded, addresses, Path(control_dir))
         tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured
@@ -284,5 +290,6 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     args.reporter.result(
         report, lambda: "\n".join(filter(None, [_summary(report), compared,
                                                 f"wrote {json_path} and {html_path}"])),
+        report["findings"],
     )  # fmt: skip
     return Exit.OK if report["passed"] else Exit.FAILED

@@ -53,5 +53,5 @@ def status_command(args: argparse.Namespace) -> Exit:
         "hosts": [r.as_dict() for r in rows],
         "findings": [f.as_dict() for f in findings],
     }
-    args.reporter.result(document, lambda: render(rows, findings))
+    args.reporter.result(document, lambda: render(rows, findings), document["findings"])
     return Exit.FAILED if findings else Exit.OK

@@ -29,6 +29,10 @@ EXTENSIONS = (
 )
 
 
+# Where each command's own subcommand lands (its add_subparsers(dest=...)).
+SUBCOMMAND_DESTS = ("action", "lab_command", "k8s_command", "monitoring_command", "collector")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # usage errors exit 2, as argparse does, with a hint
         self.print_usage(sys.stderr)
@@ -68,8 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt:
         return int(Exit.INTERRUPTED)
-    args.reporter = reporter_for(getattr(args, "format", None))
+    args.reporter = reporter_for(getattr(args, "format", None), command_name(args))
     return run(args.func, args)
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """The command as typed, without its arguments: "validate", "backup status", "acceptance
+    history" (the name in a JSON document's `command`)."""
+    words = [args.command]
+    words += [w for dest in SUBCOMMAND_DESTS if (w := getattr(args, dest, None))]
+    if args.command == "acceptance" and str(args.plan) == "history" and args.history_plan:
+        words.append("history")
+    return " ".join(words)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,19 @@ def _stderr(text: str) -> None:
 
 
 def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
-    """Call a subcommand's handler and map what it raises to an exit status."""
+    """Call a subcommand's handler, map what it raises to an exit status, and let the
+    reporter finish (under --format json it writes the one document now)."""
+    code = _outcome(handler, args)
+    reporter = getattr(args, "reporter", None)
+    if reporter is not None:
+        try:
+            reporter.finish(code)
+        except BrokenPipeError:
+            return _reader_gone()
+    return code
+
+
+def _outcome(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
     reporter = getattr(args, "reporter", None)
     try:
         code = handler(args)
@@ -98,29 +110,34 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
     except InputError as exc:  # a file named as input is not one (a FIFO, junk, too deep)
         return _failed(args, str(exc), Exit.USAGE, exc.path)
     except KeyboardInterrupt:
-        _stderr("interrupted")
-        return int(Exit.INTERRUPTED)
+        return _failed(args, "interrupted", Exit.INTERRUPTED, line="interrupted")
     except BrokenPipeError:
-        # the reader went away (`| head`): stop quietly, and keep Python from complaining
-        # about the unflushed pipe at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return int(Exit.OK)
+        return _reader_gone()
     except OSError as exc:  # a file we were told to write or read: name it, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
         file = str(exc.filename) if exc.filename else None
         return _failed(args, f"{where}{exc.strerror or exc}", Exit.USAGE, file)
 
 
-def _failed(args: Any, message: str, code: Exit, file: str | None = None) -> int:
-    """An error instead of findings: one line for people; under --format json, also the one
-    JSON document on stdout (the reporter writes it, so no command can leave stdout empty)."""
-    line = f"{_prog(args)}: error: {message}"
+def _reader_gone() -> int:
+    """The reader went away (`| head`): stop quietly, and keep Python from complaining about
+    the unflushed pipe at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return int(Exit.OK)
+
+
+def _failed(
+    args: Any, message: str, code: Exit, file: str | None = None, line: str | None = None
+) -> int:
+    """An error instead of findings: one line for people; under --format json, also the
+    document's `error` (the reporter writes it, so no command can leave stdout empty)."""
+    line = line or f"{_prog(args)}: error: {message}"
     reporter = getattr(args, "reporter", None)
     if reporter is None:
         _stderr(line)
     else:
-        reporter.error(line, {"message": message, "exit": int(code), "file": file})
+        reporter.error(line, {"message": message, "file": file})
     return int(code)
 
 

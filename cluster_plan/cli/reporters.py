@@ -7,15 +7,17 @@ results; programs get one JSON document on stdout, even when the command fails.
 
 from __future__ import annotations
 
+import abc
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
+from cluster_plan.cli.envelope import SCHEMA_VERSION, status_for
 from cluster_plan.findings import Finding, PlanError, errors, warnings
 
 
@@ -57,8 +59,66 @@ def render_findings(
     ]
 
 
-class TextReporter:
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+class Reporter(abc.ABC):
+    """What a command calls to say what it found; `--format` picks the implementation.
+
+    Commands never branch on the format nor print results themselves, so a text line cannot
+    reach a JSON stdout. Every call but `finish` may come in any order; the CLI's policy calls
+    `finish` once, with the exit status, after the command returned or raised."""
+
+    @abc.abstractmethod
+    def files(self, reports: Sequence[FileReport]) -> None:
+        """The findings of each plan file checked (validate)."""
+
+    @abc.abstractmethod
+    def warnings(
+        self,
+        findings: Sequence[Finding],
+        plan_file: str | None = None,
+        plan_lines: Sequence[str] | None = None,
+    ) -> None:
+        """The warnings among ``findings``, beside a result."""
+
+    @abc.abstractmethod
+    def result(
+        self,
+        data: Any,
+        text: Callable[[], str],
+        findings: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """The command's result: ``data`` is its structured form, ``text()`` its text form
+        (which already shows ``findings``, the result's findings as dicts)."""
+
+    @abc.abstractmethod
+    def note(self, message: str) -> None:
+        """A line for people only (what was written where); programs read the result."""
+
+    @abc.abstractmethod
+    def plan_error(self, exc: PlanError) -> None:
+        """The plan the command needed fails its checks (or cannot be read)."""
+
+    @abc.abstractmethod
+    def error(self, line: str, error: dict[str, Any]) -> None:
+        """The command stopped with an error: ``line`` for people, ``error`` its JSON form
+        ({"message", "file"})."""
+
+    @abc.abstractmethod
+    def finish(self, exit: int) -> None:
+        """The command is over and exits with ``exit``."""
+
+
+def _print_plan_error(exc: PlanError, err: TextIO) -> None:
+    first = exc.findings[0].file if exc.findings else None
+    for text in render_findings(exc.findings, first, exc.source_lines):
+        print(text, file=err)
+
+
+class TextReporter(Reporter):
+    """For people: results on stdout, findings and errors on stderr."""
+
+    def __init__(
+        self, out: TextIO | None = None, err: TextIO | None = None, command: str = ""
+    ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
 
@@ -84,44 +144,53 @@ class TextReporter:
         for text in render_findings(warnings(findings), plan_file, plan_lines):
             print(text, file=self.err)
 
-    def result(self, data: Any, text: Callable[[], str]) -> None:
-        """A command's result: as text for people (``data`` is the JSON form)."""
+    def result(
+        self,
+        data: Any,
+        text: Callable[[], str],
+        findings: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
         print(text(), file=self.out)
 
     def note(self, message: str) -> None:
-        """A line for people only (what was written where); programs read the result."""
         print(message, file=self.err)
 
     def plan_error(self, exc: PlanError) -> None:
-        first = exc.findings[0].file if exc.findings else None
-        for text in render_findings(exc.findings, first, exc.source_lines):
-            print(text, file=self.err)
+        _print_plan_error(exc, self.err)
 
     def error(self, line: str, error: dict[str, Any]) -> None:
-        """The command failed with an error, not findings (``error`` is its JSON form)."""
         print(line, file=self.err)
 
+    def finish(self, exit: int) -> None:
+        return None  # everything is printed as it comes
 
-class JsonReporter(TextReporter):
-    """One JSON document on stdout, whatever happens: the result, or the error's envelope
-    ({"status": "error", "error": {...}, "findings": [...]}) when there is no result."""
 
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
-        super().__init__(out, err)
-        self.written = False
+class JsonReporter(Reporter):
+    """For programs: one JSON document on stdout, whatever happens, written by `finish`:
+    {"schema_version", "command", "status", "exit", "findings", "result", "error"}
+    (cluster_plan.cli.envelope). People still read findings and errors on stderr."""
+
+    def __init__(
+        self, out: TextIO | None = None, err: TextIO | None = None, command: str = ""
+    ) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.command = command
+        self._result: Any = None
+        self._findings: list[Mapping[str, Any]] = []
+        self._error: dict[str, Any] | None = None
 
     def files(self, reports: Sequence[FileReport]) -> None:
-        self._dump(
-            [
-                {
-                    "file": r.file,
-                    "ok": r.ok,
-                    "nodes": r.nodes,
-                    "findings": [f.as_dict() for f in r.findings],
-                }
-                for r in reports
-            ]
-        )
+        self._result = [
+            {
+                "file": r.file,
+                "ok": r.ok,
+                "nodes": r.nodes,
+                "findings": [f.as_dict() for f in r.findings],
+            }
+            for r in reports
+        ]
+        self._findings += [f.as_dict() for r in reports for f in r.findings]
 
     def warnings(
         self,
@@ -129,30 +198,43 @@ class JsonReporter(TextReporter):
         plan_file: str | None = None,
         plan_lines: Sequence[str] | None = None,
     ) -> None:
-        return None  # part of the result document
+        self._findings += [f.as_dict() for f in warnings(findings)]
 
-    def result(self, data: Any, text: Callable[[], str]) -> None:
-        self._dump(data)
+    def result(
+        self,
+        data: Any,
+        text: Callable[[], str],
+        findings: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self._result = data
+        self._findings += findings
+
+    def note(self, message: str) -> None:
+        print(message, file=self.err)
 
     def plan_error(self, exc: PlanError) -> None:
-        super().plan_error(exc)  # people still read why on stderr
+        _print_plan_error(exc, self.err)  # people still read why on stderr
         first = next(iter(errors(exc.findings) or exc.findings), None)
         message = f"{first.file or '<plan>'}: {first.message}" if first else "the plan failed"
-        self._envelope({"message": message, "file": first.file if first else None},
-                       [f.as_dict() for f in exc.findings])  # fmt: skip
+        self._error = {"message": message, "file": first.file if first else None}
+        self._findings += [f.as_dict() for f in exc.findings]
 
     def error(self, line: str, error: dict[str, Any]) -> None:
-        super().error(line, error)
-        self._envelope(error, [])
+        print(line, file=self.err)
+        self._error = error
 
-    def _envelope(self, error: dict[str, Any], findings: list[dict[str, Any]]) -> None:
-        if not self.written:  # a result printed before the failure is the document
-            self._dump({"status": "error", "ok": False, "error": error, "findings": findings})
-
-    def _dump(self, data: Any) -> None:
-        json.dump(data, self.out, indent=2)
+    def finish(self, exit: int) -> None:
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "command": self.command,
+            "status": status_for(exit, self._error),
+            "exit": int(exit),
+            "findings": self._findings,
+            "result": self._result,
+            "error": self._error,
+        }
+        json.dump(document, self.out, indent=2)
         print(file=self.out)
-        self.written = True
 
 
 class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -185,18 +267,24 @@ def dump_yaml(data: Any, out: TextIO) -> None:
 
 
 class YamlReporter(TextReporter):
-    """Structured results as YAML (what `expand` prints by default)."""
+    """Structured results as YAML (what `expand` prints by default), the rest as text."""
 
-    def result(self, data: Any, text: Callable[[], str]) -> None:
+    def result(
+        self,
+        data: Any,
+        text: Callable[[], str],
+        findings: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
         dump_yaml(data, self.out)
 
 
-REPORTERS: dict[str, type[TextReporter]] = {
+REPORTERS: dict[str, Callable[..., Reporter]] = {
     "text": TextReporter,
     "json": JsonReporter,
     "yaml": YamlReporter,
 }
 
 
-def reporter_for(fmt: str | None) -> TextReporter:
-    return REPORTERS[fmt or "text"]()
+def reporter_for(fmt: str | None, command: str = "") -> Reporter:
+    """The reporter for `--format FMT` (text when the command has no --format)."""
+    return REPORTERS[fmt or "text"](command=command)

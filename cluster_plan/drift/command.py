@@ -78,5 +78,9 @@ def drift_command(args: argparse.Namespace) -> Exit:
         "seconds": round(seconds, 3),
         "findings": [f.as_dict() for f in findings],
     }
-    args.reporter.result(document, lambda: render(findings, len(hosts), reachable, seconds))
+    args.reporter.result(
+        document,
+        lambda: render(findings, len(hosts), reachable, seconds),
+        document["findings"],
+    )
     return Exit.FAILED if findings else Exit.OK

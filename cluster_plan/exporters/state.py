@@ -1,6 +1,6 @@
 """The project's own state as metrics: the last acceptance run (from the acceptance history),
 each node's backups (`cluster-plan backup status --format json`) and the drift found (`cluster-plan
-drift --format json`).
+drift --format json`); of those two, the `result` of their JSON envelope.
 
 Each source is optional: a metric whose source was not given, or whose saved file is not there
 yet, is left out. The backup and drift
@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster_plan.acceptance.history import History, HistoryError
+from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.exporters.slurm import Runner, run_command
 from cluster_plan.exporters.textfile import CollectorError
 
@@ -61,12 +62,27 @@ def _parse(text: str, what: str) -> dict[str, Any]:
     return data
 
 
-def read_document(path: Path) -> Document:
-    """A document saved by an earlier run; taken when the file was written."""
+def command_result(data: dict[str, Any], what: str, command: str) -> dict[str, Any]:
+    """The result out of the command's JSON envelope, once the envelope says the command
+    finished (ok, or failed with findings); a bare document, as saved by a version before the
+    envelope, is the result itself."""
     try:
-        return Document(_parse(path.read_text(), str(path)), path.stat().st_mtime)
+        result = unwrapped(data, command)
+    except EnvelopeError as exc:
+        raise CollectorError(f"{what}: {exc}") from None
+    if not isinstance(result, dict):
+        raise CollectorError(f"{what}: the result is not a JSON object")
+    return result
+
+
+def read_document(path: Path, command: str) -> Document:
+    """A document saved by an earlier run of `command`; taken when the file was written."""
+    try:
+        text = path.read_text()
+        taken = path.stat().st_mtime
     except OSError as exc:
         raise CollectorError(f"{path}: cannot read: {exc.strerror}") from None
+    return Document(command_result(_parse(text, str(path)), str(path), command), taken)
 
 
 COMMAND_TIMEOUT_S = 600.0  # drift and backup status reach every node over SSH
@@ -82,7 +98,7 @@ def run_document(plan: Path, command: list[str], run: Runner | None = None) -> D
     what = f"cluster-plan {' '.join(command)}"
     if code not in (0, 1) or not out.strip():
         raise CollectorError(f"{what}: exit {code}: {err.strip()}")
-    return Document(_parse(out, what), time.time())
+    return Document(command_result(_parse(out, what), what, " ".join(command)), time.time())
 
 
 def backup_rows(document: Document) -> dict[str, tuple[float, bool | None]]:
@@ -150,7 +166,7 @@ def _document(saved: Path | None, plan: Path | None, command: list[str]) -> Docu
     """The saved document; None when it was not delivered yet (the monitoring role copies the
     controller's when it has one), like an acceptance history with no run."""
     if saved is not None:
-        return read_document(saved) if saved.exists() else None
+        return read_document(saved, " ".join(command)) if saved.exists() else None
     return run_document(plan, command) if plan is not None else None
 
 

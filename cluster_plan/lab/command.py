@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import UsageError
 from cluster_plan.contract import ExpandedPlan, Host
 from cluster_plan.lab import faults, lifecycle, node, state, status
@@ -29,11 +30,13 @@ def load_plan(path: str) -> ExpandedPlan:
     if not plan.is_file():
         raise UsageError(f"{path}: no such plan file")
     if plan.suffix == ".json":
-        try:
-            loaded: ExpandedPlan = json.loads(plan.read_text())
+        try:  # `expand --format json` output, or the expanded plan alone
+            loaded = unwrapped(json.loads(plan.read_text()), "expand")
+        except EnvelopeError as err:
+            raise UsageError(f"{path}: not an expanded plan: {err}") from None
         except ValueError as err:
             raise UsageError(f"{path}: not valid JSON: {err}") from None
-        return loaded
+        return cast(ExpandedPlan, loaded)
     from cluster_plan.api import load_expanded
 
     return load_expanded(path)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from acceptance_sim import SimNode, SimulatedNetwork
+from support.cli_output import result
 
 from cluster_plan.acceptance import command
 from cluster_plan.acceptance.compare import (
@@ -375,7 +376,7 @@ def test_commands_record_list_mark_and_compare(
 
     history = ["acceptance", "history", "p.yml", "--expanded", str(plan), "--output-dir", str(out)]
     assert main([*history, "--format", "json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    listed = result(capsys.readouterr().out)
     assert [r["run"] for r in listed["runs"]] == [3, 2, 1]
     assert main([*history, "--mark-baseline", "1"]) == 0
     assert "run 1 is now the baseline" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from acceptance_sim import SimNode, SimulatedNetwork
+from support.cli_output import result
 
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import SCHEMA_ID, SCHEMA_PATH, validate_report, write_report
@@ -66,7 +67,7 @@ def test_report_command_exit_codes(tmp_path: Path, expanded_lab: dict[str, Any],
     out = capsys.readouterr().out
     assert "FAILED" in out and "stor02" in out and "loss" in out
     assert main(["report", str(bad), "--format", "json"]) == 1
-    summary = json.loads(capsys.readouterr().out)
+    summary = result(capsys.readouterr().out)
     assert summary["nodes_at_fault"][0]["node"] == "stor02"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_output import envelope, result
 from test_acceptance_report import make_report
 
 from cluster_plan.acceptance.html import render_html
@@ -68,7 +69,7 @@ def test_report_never_overwrites_its_input(tmp_path: Path, expanded_lab: dict[st
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert "is the report itself" in err and "--output" in err
-    assert json.loads(out)["status"] == "error"
+    assert envelope(out)["status"] == "error"
     assert path.read_text() == text
 
 
@@ -81,7 +82,7 @@ def test_report_judges_from_its_findings_not_the_flag(
     json_path, _ = write_report(failed, tmp_path / "bad")
     assert main(["report", str(json_path), "--format", "json"]) == 1
     out, err = capsys.readouterr()
-    assert json.loads(out)["passed"] is False
+    assert result(out)["passed"] is False
     assert "passed=true" in err and "judged by the findings" in err
     assert "FAILED" in json_path.with_suffix(".html").read_text()
     good = make_report(expanded_lab)
@@ -89,3 +90,10 @@ def test_report_judges_from_its_findings_not_the_flag(
     json_path, _ = write_report(good, tmp_path / "good")
     assert main(["report", str(json_path)]) == 0
     assert "judged by the findings" in capsys.readouterr().err
+    assert main(["report", str(json_path), "--format", "json"]) == 0
+    document = envelope(capsys.readouterr().out)
+    assert (document["command"], document["status"], document["result"]["passed"]) == (
+        "report",
+        "ok",
+        True,
+    )

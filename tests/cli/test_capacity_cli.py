@@ -3,13 +3,13 @@ the structure a person reads, checked on the example plans."""
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan.cli import main
 from cluster_plan.graph import PER_BAND
@@ -32,7 +32,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_json_report_of_the_lab(capsys):
     code, out, _ = run(capsys, "capacity", str(LAB), "--format", "json")
     assert code == 0
-    model = json.loads(out)
+    model = result(out)
     assert [r["rack"] for r in model["racks"]] == ["r1", "r2"]
     assert model["totals"]["gpus"] == {"H100-PCIE-80GB": 4, "tpu": 4}
     assert model["totals"]["nodes"] == sum(p["nodes"] for p in model["pools"]) == 9
@@ -52,7 +52,7 @@ def test_text_report_names_pools_racks_and_teams(capsys):
 def test_the_large_example_reports_every_rack_and_says_why_it_has_no_budget(capsys):
     code, out, _ = run(capsys, "capacity", str(LARGE), "--format", "json")
     assert code == 0
-    model = json.loads(out)
+    model = result(out)
     assert len(model["racks"]) == 64
     assert model["totals"]["gpus"] == {"H100-SXM5-80GB": 1995 * 8}
     # its racks hold about 32 HGX nodes each, over what any rack carries: the plan suppresses
@@ -97,7 +97,7 @@ def test_html_has_every_rack_with_bars_proportional_to_draw(capsys, tmp_path):
     page = tmp_path / "capacity.html"
     code, out, _ = run(capsys, "capacity", str(K8S), "--html", str(page), "--format", "json")
     assert code == 0
-    model = json.loads(out)
+    model = result(out)
     parser = _Bars()
     parser.feed(page.read_text())
     assert {r["rack"] for r in model["racks"]} <= set(parser.cells)
@@ -138,7 +138,7 @@ def test_graph_bars_show_each_racks_draw_against_its_budget(capsys, tmp_path):
     out = tmp_path / "lab.svg"
     assert run(capsys, "graph", str(LAB), "-o", str(out))[0] == 0
     _, json_out, _ = run(capsys, "capacity", str(LAB), "--format", "json")
-    racks = {r["rack"]: r for r in json.loads(json_out)["racks"]}
+    racks = {r["rack"]: r for r in result(json_out)["racks"]}
     root = ET.fromstring(out.read_text())
     rects = list(root.iter(f"{SVG}rect"))
     budgets = [r for r in rects if r.get("class") == "budget"]

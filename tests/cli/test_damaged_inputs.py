@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_output import envelope
 
 from cluster_plan.cli import app as cli
 
@@ -315,9 +316,9 @@ def _problems(case: Case, proc: Run) -> list[str]:
         problems.append(f"no line of the output names {case.names}")
     if case.json:
         try:
-            json.loads(proc.stdout)
-        except ValueError:
-            problems.append(f"stdout is not one JSON document: {proc.stdout[:200]!r}")
+            envelope(proc.stdout)
+        except (ValueError, AssertionError) as exc:
+            problems.append(f"stdout is not one JSON envelope ({exc}): {proc.stdout[:200]!r}")
     return problems
 
 
@@ -382,8 +383,8 @@ def test_the_json_error_is_an_envelope(runs: list[tuple[Case, Run]]) -> None:
     for case, proc in runs:
         if not case.json or proc.returncode != 2 or case.argv[0] == "validate":
             continue
-        document = json.loads(proc.stdout)
-        assert document["status"] == "error", case.name
+        document = envelope(proc.stdout)
+        assert document["status"] == "error" and document["exit"] == 2, case.name
         assert document["error"]["message"], case.name
         assert isinstance(document["findings"], list), case.name
         seen += 1

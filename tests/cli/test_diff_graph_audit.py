@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan.cli import main
 
@@ -29,7 +29,7 @@ def copy_plan(directory: Path, name: str, edit: tuple[str, str] | None = None) -
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, object]:
     code = main([*args, "--format", "json"])
-    return code, json.loads(capsys.readouterr().out)
+    return code, result(capsys.readouterr().out)
 
 
 def test_identical_plans_have_no_changes(

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_output import result as command_result
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `day2` below.
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
@@ -101,7 +102,7 @@ class Day2:
     def drift(self) -> tuple[int, dict[str, Any]]:
         done = self.cli("drift", str(PLAN), "--format", "json")
         assert "Traceback" not in done.stderr, done.stderr
-        return done.returncode, json.loads(done.stdout)
+        return done.returncode, command_result(done.stdout)
 
     def playbook(self, *args: str) -> subprocess.CompletedProcess[str]:
         return run(
@@ -254,7 +255,7 @@ def test_every_node_has_a_snapshot_the_backup_host_cannot_read(
     found = day2.sh(day2.backup_host(), f"grep -rl {backed_up['token']} {path}; echo rc=$?")
     assert found.strip() == "rc=1"  # ... and the backup host cannot read it
     status = day2.cli("backup", "status", str(PLAN), "--format", "json")
-    report = json.loads(status.stdout)
+    report = command_result(status.stdout)
     assert (status.returncode, report["findings"]) == (0, [])
     assert {r["host"] for r in report["hosts"] if r["drill_ok"]} == set(day2.expanded["hosts"])
 
@@ -489,7 +490,7 @@ def test_a_corrupted_segment_fails_the_drill_and_backup_status(
     failed = day2.sh("gpu01", "systemctl is-failed cluster-plan-backup.service", check=False)
     assert failed.strip() == "failed"
     status = day2.cli("backup", "status", str(PLAN), "--hosts", "gpu01", "--format", "json")
-    report = json.loads(status.stdout)
+    report = command_result(status.stdout)
     assert status.returncode == 1
     assert [(f["host"], f["check"]) for f in report["findings"]] == [("gpu01", "drill")]
     assert report["findings"][0]["found"].startswith("failed: ")

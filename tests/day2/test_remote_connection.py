@@ -12,6 +12,7 @@ from pathlib import Path
 import paramiko
 import pytest
 from ansible_output import plain
+from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
@@ -101,7 +102,7 @@ def test_a_lab_that_is_not_up_makes_every_host_unreachable_with_the_reason(
 ) -> None:
     monkeypatch.setenv("CLUSTER_PLAN_LAB_ID", "no-such-lab")
     assert cli.main(["drift", str(PLAN), "--format", "json"]) == 1
-    report = json.loads(capsys.readouterr().out)
+    report = result(capsys.readouterr().out)
     assert report["reachable"] == 0
     assert {f["found"] for f in report["findings"]} == {
         "the lab 'no-such-lab' is not up (cluster-plan lab up PLAN)"

@@ -64,6 +64,14 @@ def backup_row(host: str, repository: str, age_s: float | None, drill: bool | No
     }
 
 
+def enveloped(command: str, result: Any, exit: int = 1, error: Any = None) -> dict[str, Any]:
+    """A command's result as `--format json` prints it (schemas/cli-output.schema.json)."""
+    status = "error" if error else {0: "ok", 1: "failed"}[exit]
+    findings = result.get("findings", []) if isinstance(result, dict) else []
+    return {"schema_version": 1, "command": command, "status": status, "exit": exit,
+            "findings": findings, "result": result, "error": error}  # fmt: skip
+
+
 def saved(path: Path, document: dict[str, Any]) -> Path:
     path.write_text(json.dumps(document))
     os.utime(path, (TAKEN, TAKEN))
@@ -99,8 +107,10 @@ def sources(tmp_path: Path) -> dict[str, Path]:
     drift = {"plan": "cluster.yml", "ok": False, "hosts": 5, "reachable": 5, "seconds": 4.2}
     return {
         "history": history,
-        "backup": saved(tmp_path / "backup.json", backup),
-        "drift": saved(tmp_path / "drift.json", {**drift, "findings": [finding, finding]}),
+        "backup": saved(tmp_path / "backup.json", enveloped("backup status", backup)),
+        "drift": saved(
+            tmp_path / "drift.json", enveloped("drift", {**drift, "findings": [finding, finding]})
+        ),
     }
 
 
@@ -147,7 +157,7 @@ def test_documents_made_by_running_the_commands(tmp_path: Path) -> None:
     def run(argv: Sequence[str]) -> tuple[int, str, str]:
         calls.append(argv)
         # exit 1: the command found something, and still printed its document
-        return 1, json.dumps({"ok": False, "findings": [{"host": "gpu01"}]}), ""
+        return 1, json.dumps(enveloped("drift", {"ok": False, "findings": [{"host": "gpu01"}]})), ""
 
     document = run_document(tmp_path / "cluster.yml", ["drift"], run)
     assert document.data["findings"] == [{"host": "gpu01"}]
@@ -189,6 +199,30 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
 
 
 def test_a_backup_document_of_another_shape_is_refused(tmp_path: Path) -> None:
-    document = saved(tmp_path / "backup.json", {"hosts": [{"repository": "local"}]})
+    bad = enveloped("backup status", {"hosts": [{"repository": "local"}]})
+    document = saved(tmp_path / "backup.json", bad)
     with pytest.raises(CollectorError, match="not a list of rows with a `host`"):
         collect_state(None, None, document, None, None)
+
+
+def test_a_document_saved_before_the_envelope_is_read_as_its_result(tmp_path: Path) -> None:
+    """Saved by a version that printed the result bare: still read until the next save."""
+    drift = {"ok": False, "findings": [{"host": "gpu01"}] * 3}
+    families = collect_state(None, None, None, saved(tmp_path / "drift.json", drift), None)
+    assert parse(exposition(families))[("cluster_plan_drift_findings", frozenset())] == 3
+
+
+def test_a_command_that_stopped_gives_no_metric_but_its_error(tmp_path: Path) -> None:
+    """An error envelope has no result to count: 0 drift findings would be a lie."""
+    error = {"message": "the lab 'x' is not up", "file": None}
+    stopped = enveloped("drift", None, exit=1, error=error)
+    with pytest.raises(CollectorError, match=r"drift\.json: error: the lab 'x' is not up"):
+        collect_state(None, None, None, saved(tmp_path / "drift.json", stopped), None)
+    with pytest.raises(CollectorError, match="cluster-plan drift: error: the lab 'x' is not up"):
+        run_document(tmp_path / "cluster.yml", ["drift"], lambda argv: (1, json.dumps(stopped), ""))
+    other = enveloped("backup status", {"hosts": [], "findings": []}, exit=0)
+    with pytest.raises(CollectorError, match="the output of `backup status`, not of `drift`"):
+        collect_state(None, None, None, saved(tmp_path / "other.json", other), None)
+    newer = {**enveloped("drift", {"findings": []}, exit=0), "schema_version": 2}
+    with pytest.raises(CollectorError, match="output version 2, not 1"):
+        collect_state(None, None, None, saved(tmp_path / "newer.json", newer), None)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from lab_measure import iperf_mbit, ping, wait_reachable
+from support.cli_output import result as command_result
 from support.lab_session import REPO, Lab
 
 from cluster_plan.lab import faults, lifecycle, state, status
@@ -59,7 +60,7 @@ def test_status_tells_every_node_runs(lab: Lab) -> None:
         assert info["sshd"]
     result = cli("status", str(lab.plan), "--format", "json")
     assert result.returncode == 0
-    assert json.loads(result.stdout)["running"] == len(lab.expanded["hosts"])
+    assert command_result(result.stdout)["running"] == len(lab.expanded["hosts"])
 
 
 def test_root_namespace_never_routes_to_the_plan(lab: Lab) -> None:

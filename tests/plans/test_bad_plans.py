@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.cli_output import result
 
 from cluster_plan import cli
 
@@ -64,7 +65,7 @@ def test_the_base_plan_is_sound(capsys):
     code, out, _ = run_cli(
         capsys, "validate", "--no-lock", "--format", "json", str(HERE / "base.yml")
     )
-    (report,) = json.loads(out)
+    (report,) = result(out)
     assert report["findings"] == []
     assert code == 0
     assert report["nodes"] == 7
@@ -76,7 +77,7 @@ def _report(capsys, name: str) -> tuple[int, dict[str, Any], str]:
     # findings below are the proof; each plan's time is a figure in benchmarks/bench_limits.py
     code, out, err = run_cli(capsys, "validate", "--no-lock", "--format", "json", path)
     assert "Traceback" not in out + err
-    (report,) = json.loads(out)
+    (report,) = result(out)
     assert report["file"] == path
     return code, report, path
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan import cli
 
@@ -79,7 +80,7 @@ def test_no_golden_file_without_a_plan():
 def test_plan_validates(capsys, plan):
     code = cli.main(["validate", "--format", "json", str(plan)])
     out, err = capsys.readouterr()
-    (report,) = json.loads(out)
+    (report,) = result(out)
     assert [f for f in report["findings"] if f["suppressed_by"] is None] == []
     assert code == 0
     # every suppression in a shipped plan gives its reason
@@ -106,7 +107,7 @@ def test_expand_matches_golden(capsys, plan):
     code = cli.main(["expand", "--format", "json", str(plan)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    expanded = json.loads(out)
+    expanded = result(out)
     golden = GOLDEN / f"{golden_name(plan)}.expanded.json"
     if UPDATE:
         GOLDEN.mkdir(exist_ok=True)

@@ -10,7 +10,6 @@ what the roles would read is checked against the plan where a check exists for i
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
@@ -56,7 +56,7 @@ def test_good_plan_validates_without_a_finding(capsys, plan):
     code, out, _ = run_cli(
         capsys, "validate", "--no-lock", "--strict", "--format", "json", str(plan)
     )
-    (report,) = json.loads(out)
+    (report,) = result(out)
     shown = [
         (f["code"], f["path"], f["message"]) for f in report["findings"] if not f["suppressed_by"]
     ]

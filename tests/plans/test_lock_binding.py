@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.lockfile import LOCK_VERSION
@@ -101,7 +102,7 @@ def test_a_newer_lock_is_refused_never_downgraded(capsys, plan):
     plan.with_name("c.lock.json").write_text(text)
     code, out, _ = run(capsys, "validate", "--format", "json", str(plan))
     assert code == 2
-    (finding,) = [f for f in json.loads(out)[0]["findings"] if f["suppressed_by"] is None]
+    (finding,) = [f for f in result(out)[0]["findings"] if f["suppressed_by"] is None]
     assert finding["code"] == "lock-too-new" and "upgrade" in finding["hint"]
     assert run(capsys, "lock", str(plan))[0] == 2
     assert plan.with_name("c.lock.json").read_text() == text

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan import cli
 
@@ -40,7 +41,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def findings(capsys, plan: Path) -> tuple[int, list[dict]]:
     code, out, _ = run(capsys, "validate", "--format", "json", str(plan))
-    (report,) = json.loads(out)
+    (report,) = result(out)
     return code, [f for f in report["findings"] if f["suppressed_by"] is None]
 
 

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan import cli
 
@@ -139,7 +140,7 @@ def test_diff_compares_new_with_its_own_lock(plan, capsys, tmp_path):
         net["hosts"] = dict(zip(hosts, reversed([net["hosts"][h] for h in hosts]), strict=True))
     new.with_name("cluster.lock.json").write_text(json.dumps(renumbered))
     code, out, _ = run(capsys, "diff", "--format", "json", str(plan), str(new))
-    changes = json.loads(out)
+    changes = result(out)
     assert code == 3
     moved = {c["host"] for c in changes if c["impact"] == "renumber"}
     assert len(moved) == 512  # every host but the middle one of 513 swaps
@@ -168,7 +169,7 @@ def test_renaming_a_profile_with_the_same_content_is_no_destructive_change(plan,
     new.parent.mkdir()
     new.write_text(plan_text(profile="h100-node"))
     code, out, _ = run(capsys, "diff", "--format", "json", str(plan), str(new))
-    changes = json.loads(out)
+    changes = result(out)
     assert code == 0
     assert not [c for c in changes if c["destructive"]]
     assert {c["impact"] for c in changes} <= {"none"}

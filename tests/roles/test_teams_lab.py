@@ -23,6 +23,7 @@ import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli, on_node
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
+from support.cli_output import result as command_result
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 from support.playbooks import ansible_env
 from test_slurm_lab import SlurmLab
@@ -329,7 +330,7 @@ def test_sacct_shows_each_jobs_account_and_usage_per_team_is_reported(slurm: Slu
 
     result = cli("usage", str(PLAN), "--transport", "lab", "--format", "json", timeout=120)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = command_result(result.stdout)
     assert set(report["teams"]) == set(teams)
     for team, spec in teams.items():
         if spec["users"]:

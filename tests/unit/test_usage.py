@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import pytest
+from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
@@ -85,7 +85,7 @@ def test_the_command_reads_saved_sacct_output(capsys, tmp_path):
                      "--format", "json"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
-    report = json.loads(out)
+    report = result(out)
     assert report["since"] == "2027-01-01"
     assert report["teams"]["nlp"]["gpu_hours"] == 8.0
     code = cli.main(["usage", str(LAB), "--from", str(saved)])
