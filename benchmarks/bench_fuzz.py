@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from test_fuzz import SEEDS, _mutate, through_the_pipeline  # noqa: E402
 
-from cluster_plan.schema import plan_schema  # noqa: E402
+from cluster_plan.plan.schema import plan_schema  # noqa: E402
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 

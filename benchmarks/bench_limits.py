@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster_plan.load import load_plan_file, parse_plan_text
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.load import load_plan_file, parse_plan_text
+from cluster_plan.plan.validate import validate_text
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -55,8 +55,8 @@ def _groups(count: int, size: int) -> str:
 
 
 def _reserved(reserved: str) -> None:
-    from cluster_plan.allocate import allocate_addresses
-    from cluster_plan.expand import expand
+    from cluster_plan.plan.allocate import allocate_addresses
+    from cluster_plan.plan.expand import expand
 
     text = LAB.read_text().replace(
         "    cidr: 10.41.0.0/24\n", f"    cidr: 11.0.0.0/8\n    reserved: {reserved}\n", 1

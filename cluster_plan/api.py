@@ -7,19 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.allocate import build_lock
-from cluster_plan.contract import ExpandedPlan
-from cluster_plan.expand import expand
-from cluster_plan.findings import PlanError, errors
-from cluster_plan.load import parse_plan_text
-from cluster_plan.lockfile import (
+from cluster_plan.plan.allocate import build_lock
+from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.findings import PlanError, errors
+from cluster_plan.plan.load import parse_plan_text
+from cluster_plan.plan.lockfile import (
     exclusive,
     lock_path_for,
     plan_identity,
     remove_stale_temporaries,
     write_lock,
 )
-from cluster_plan.validate import Validation, cluster_name, validate_document, validate_file
+from cluster_plan.plan.validate import Validation, cluster_name, validate_document, validate_file
 
 
 def expand_validation(result: Validation) -> ExpandedPlan:

@@ -24,8 +24,8 @@ from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import Exit, UsageError
-from cluster_plan.contract import ExpandedPlan, conformance_errors
-from cluster_plan.input_files import read_json
+from cluster_plan.plan.contract import ExpandedPlan, conformance_errors
+from cluster_plan.plan.input_files import read_json
 
 MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # a 20,000-host expansion is some hundred MB
 

@@ -13,7 +13,7 @@ from cluster_plan.acceptance.compare import DEFAULT_TOLERANCE, render_text, tole
 from cluster_plan.acceptance.history import History, HistoryError, Run, file_hash
 from cluster_plan.acceptance.tracking import AUTO, attach, comparison_section, history_path
 from cluster_plan.cli.policy import Exit, UsageError
-from cluster_plan.contract import ExpandedPlan
+from cluster_plan.plan.contract import ExpandedPlan
 
 COMPARE_HELP = "a run id, last-passed or baseline"
 
@@ -60,7 +60,7 @@ def is_history(args: argparse.Namespace) -> bool:
 
 def _hashes(args: argparse.Namespace) -> tuple[str, str | None]:
     """(the plan's hash, its lock's): the files' SHA-256, or the expanded JSON's alone."""
-    from cluster_plan.lockfile import lock_path_for
+    from cluster_plan.plan.lockfile import lock_path_for
 
     if args.expanded:
         return file_hash(args.expanded) or "", None

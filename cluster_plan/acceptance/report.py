@@ -25,7 +25,7 @@ from cluster_plan.acceptance.verdicts import (
     mtu_status,
     nodes_at_fault,
 )
-from cluster_plan.input_files import InputError, read_json
+from cluster_plan.plan.input_files import InputError, read_json
 
 SCHEMA_ID = "https://cluster-plan.dev/schemas/acceptance-report.schema.json"
 # data/acceptance-report.schema.json links to schemas/, so checkouts and wheels both find it

@@ -9,7 +9,7 @@ from typing import Any
 from cluster_plan.acceptance.fping import probes_for_loss
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit
-from cluster_plan.contract import ExpandedPlan, Host, NetworkAcceptance, Topology
+from cluster_plan.plan.contract import ExpandedPlan, Host, NetworkAcceptance, Topology
 
 
 class SpecError(CommandError):

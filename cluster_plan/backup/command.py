@@ -35,8 +35,8 @@ def register(subparsers: Any) -> None:
 
 def status_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import load_expanded
-    from cluster_plan.drift.command import chosen_hosts
-    from cluster_plan.remote.session import GatherError, gather
+    from cluster_plan.day2.drift.command import chosen_hosts
+    from cluster_plan.day2.remote.session import GatherError, gather
 
     expanded = load_expanded(str(args.plan))
     if expanded["backups"] is None:

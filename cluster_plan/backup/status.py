@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.remote.findings import HostFinding
-from cluster_plan.remote.session import HostFacts
+from cluster_plan.day2.remote.findings import HostFinding
+from cluster_plan.day2.remote.session import HostFacts
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ EXTENSIONS = (
     ("report", "cluster_plan.acceptance.command"),
     ("k8s", "cluster_plan.kubernetes.command"),
     ("monitoring", "cluster_plan.monitoring.command"),
-    ("drift", "cluster_plan.drift.command"),
+    ("drift", "cluster_plan.day2.drift.command"),
     ("backup", "cluster_plan.backup.command"),
-    ("usage", "cluster_plan.usage.command"),
+    ("usage", "cluster_plan.day2.usage.command"),
     ("exporter", "cluster_plan.exporters.command"),
 )
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from cluster_plan.cli.policy import CheckFailed, Exit, Refused, UsageError, exit_for
 from cluster_plan.cli.reporters import FileReport
-from cluster_plan.findings import Finding, PlanError, errors
-from cluster_plan.lockfile import lock_path_for
-from cluster_plan.validate import validate_file
+from cluster_plan.plan.findings import Finding, PlanError, errors
+from cluster_plan.plan.lockfile import lock_path_for
+from cluster_plan.plan.validate import validate_file
 
 
 def _strict(findings: list[Finding]) -> list[Finding]:
@@ -78,7 +78,7 @@ def cmd_expand(args: argparse.Namespace) -> Exit:
 
 
 def cmd_diff(args: argparse.Namespace) -> Exit:
-    from cluster_plan.diff import diff_files, render_changes
+    from cluster_plan.views.diff import diff_files, render_changes
 
     changes = diff_files(args.old, args.new)
     args.reporter.result([c.as_dict() for c in changes], lambda: render_changes(changes))
@@ -92,8 +92,8 @@ def cmd_diff(args: argparse.Namespace) -> Exit:
 
 def cmd_graph(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import expand_validation
-    from cluster_plan.capacity import capacity_model
-    from cluster_plan.graph import render_svg
+    from cluster_plan.views.capacity import capacity_model
+    from cluster_plan.views.graph import render_svg
 
     result = validate_file(args.plan)
     expanded = expand_validation(result)
@@ -109,7 +109,7 @@ def cmd_graph(args: argparse.Namespace) -> Exit:
 
 def cmd_audit(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import load_expanded
-    from cluster_plan.audit import audit, render_audit
+    from cluster_plan.views.audit import audit, render_audit
 
     report = audit(load_expanded(args.plan))
     args.reporter.result(report, lambda: render_audit(report))
@@ -117,8 +117,8 @@ def cmd_audit(args: argparse.Namespace) -> Exit:
 
 
 def cmd_capacity(args: argparse.Namespace) -> Exit:
-    from cluster_plan.capacity import capacity_model
-    from cluster_plan.capacity_report import render_html, render_text
+    from cluster_plan.views.capacity import capacity_model
+    from cluster_plan.views.capacity_report import render_html, render_text
 
     # No lock needed: the figures need nodes and racks, not addresses (a lock, when there is
     # one, still says where each host stands).

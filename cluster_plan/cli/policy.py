@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cluster_plan.findings import Finding, PlanError, errors
-from cluster_plan.input_files import InputError
+from cluster_plan.plan.findings import Finding, PlanError, errors
+from cluster_plan.plan.input_files import InputError
 
 
 class Exit(enum.IntEnum):

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import yaml
 
 from cluster_plan.cli.envelope import SCHEMA_VERSION, status_for
-from cluster_plan.findings import Finding, PlanError, errors, warnings
+from cluster_plan.plan.findings import Finding, PlanError, errors, warnings
 
 
 @dataclass

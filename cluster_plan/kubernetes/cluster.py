@@ -2,7 +2,7 @@
 version, behind which endpoint; and every reason the plan cannot become a cluster.
 
 Pure: reads the expanded plan (docs/expanded-data.md) and nothing else; the settings a plan
-leaves out are filled there (cluster_plan.defaults), so none is chosen here.
+leaves out are filled there (cluster_plan.plan.defaults), so none is chosen here.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import netaddr
 
-from cluster_plan.findings import Finding, PlanError
 from cluster_plan.kubernetes import names
 from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, release
-from cluster_plan.networks import network_space
+from cluster_plan.plan.findings import Finding, PlanError
+from cluster_plan.plan.networks import network_space
 
-# The expanded plan (cluster_plan.contract.ExpandedPlan), read as plain data.
+# The expanded plan (cluster_plan.plan.contract.ExpandedPlan), read as plain data.
 Expanded = Mapping[str, Any]
 Host = dict[str, Any]
 

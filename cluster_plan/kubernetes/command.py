@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.cli.policy import Exit
-from cluster_plan.findings import PlanError
+from cluster_plan.plan.findings import PlanError
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 def render_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import expand_validation
     from cluster_plan.kubernetes.renderer import dump_documents, render, write
-    from cluster_plan.validate import validate_file
+    from cluster_plan.plan.validate import validate_file
 
     result = validate_file(args.plan)
     try:

@@ -26,11 +26,11 @@ import re
 from collections import defaultdict
 from typing import Any, cast
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.kubernetes import names
 from cluster_plan.kubernetes.cluster import Expanded
 from cluster_plan.monitoring.rules import alert_rules
 from cluster_plan.monitoring.targets import CEPH_MGR_PORT, NODE_EXPORTER_PORT, node_labels
+from cluster_plan.plan.contract import ExpandedPlan
 
 NAMESPACE = "cluster-plan-monitoring"
 OPERATOR_API = "monitoring.coreos.com/v1"

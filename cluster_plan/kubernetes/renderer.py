@@ -37,7 +37,7 @@ from cluster_plan.kubernetes.reservations import reservation_windows
 from cluster_plan.kubernetes.routing import priority_classes, routing_table
 from cluster_plan.kubernetes.teams import team_objects
 from cluster_plan.kubernetes.vip import static_pods
-from cluster_plan.rendered import write_tree
+from cluster_plan.views.rendered import write_tree
 
 Document = dict[str, Any]
 

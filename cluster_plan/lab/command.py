@@ -17,10 +17,10 @@ from typing import Any, cast
 
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import UsageError
-from cluster_plan.contract import ExpandedPlan, Host
 from cluster_plan.lab import faults, lifecycle, node, state, status
 from cluster_plan.lab.connection import ssh_options
 from cluster_plan.lab.names import LabError, for_plan
+from cluster_plan.plan.contract import ExpandedPlan, Host
 
 
 def load_plan(path: str) -> ExpandedPlan:

@@ -6,8 +6,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.names import for_plan
+from cluster_plan.plan.contract import ExpandedPlan
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 

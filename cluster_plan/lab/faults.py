@@ -21,12 +21,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.connection import PACKAGE_ROOT
 from cluster_plan.lab.names import RUN_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, netns_exec, run, spawn
 from cluster_plan.lab.topology import Port, wiring
+from cluster_plan.plan.contract import ExpandedPlan
 
 NFT_TABLE = "cluster_plan_lab_faults"
 

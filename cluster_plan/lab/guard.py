@@ -13,9 +13,9 @@ from typing import Any
 
 import netaddr
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.names import LabError
 from cluster_plan.lab.proc import run
+from cluster_plan.plan.contract import ExpandedPlan
 
 ROUTE_PROTO = "250"  # a private protocol number: marks routes the lab made
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster_plan.contract import Host
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.proc import run
+from cluster_plan.plan.contract import Host
 
 NVIDIA_MAJOR = 195
 ACCEL_MAJOR = 261

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, guard, hardware, hostchanges, node, rootfs, sitesvc, state
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
@@ -22,6 +21,7 @@ from cluster_plan.lab.topology import (
     plan_changes,
     wiring,
 )
+from cluster_plan.plan.contract import ExpandedPlan
 
 BOOT_TIMEOUT_S = 180
 

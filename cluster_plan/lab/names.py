@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_plan.cli.policy import CommandError
-from cluster_plan.contract import ExpandedPlan
+from cluster_plan.plan.contract import ExpandedPlan
 
 RUN_ROOT = Path("/run/cluster-plan/lab")
 VAR_ROOT = Path("/var/lib/cluster-plan/lab")

@@ -11,10 +11,10 @@ import signal
 import time
 from pathlib import Path
 
-from cluster_plan.contract import Host
 from cluster_plan.lab.hardware import device_links, device_nodes
 from cluster_plan.lab.names import CGROUP_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, run, spawn
+from cluster_plan.plan.contract import Host
 
 # The device nodes every node gets in its own tmpfs /dev (never the host's /dev).
 BASE_DEVICES = (

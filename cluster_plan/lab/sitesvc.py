@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab.watchdog import exit_when_gone
+from cluster_plan.plan.contract import ExpandedPlan
 
 NTP_EPOCH_OFFSET = 2208988800
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import fabric, node, state
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.topology import plan_changes
+from cluster_plan.plan.contract import ExpandedPlan
 
 
 def collect(names: LabNames, expanded: ExpandedPlan) -> dict[str, Any]:

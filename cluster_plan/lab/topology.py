@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Lab, Topology
 from cluster_plan.lab.names import LabError, ifname
+from cluster_plan.plan.contract import ExpandedPlan, Lab, Topology
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Monitoring, MonitoringRoute
+from cluster_plan.plan.contract import ExpandedPlan, Monitoring, MonitoringRoute
 
 # Alertmanager needs a receiver for what no route takes; a plan without receivers gets one
 # that sends nowhere (validate warns: alerts-unrouted).

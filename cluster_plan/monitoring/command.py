@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.cli.policy import Exit
-from cluster_plan.findings import PlanError
+from cluster_plan.plan.findings import PlanError
 
 MAX_ANSWERS = 256 * 1024 * 1024  # a large cluster's saved answers; more is not one
 
@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
 def render_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import expand_validation
     from cluster_plan.monitoring.render import render, write
-    from cluster_plan.validate import validate_file
+    from cluster_plan.plan.validate import validate_file
 
     result = validate_file(args.plan)
     try:
@@ -86,10 +86,10 @@ def render_command(args: argparse.Namespace) -> Exit:
 def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The page and the answers it was made from."""
     from cluster_plan.cli.policy import UsageError
-    from cluster_plan.input_files import read_json
     from cluster_plan.monitoring import board_view
     from cluster_plan.monitoring.dashboards import NODE_VARIABLE
     from cluster_plan.monitoring.status import fetch_answers, fetch_queries, status_html
+    from cluster_plan.plan.input_files import read_json
 
     if args.dashboard is None:
         if args.url is not None:
@@ -112,8 +112,8 @@ def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def status_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.cli.policy import UsageError
-    from cluster_plan.input_files import InputError
     from cluster_plan.monitoring.status import AnswerError
+    from cluster_plan.plan.input_files import InputError
 
     where = args.url or str(args.from_json)
     try:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Host, Monitoring
 from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.plan.contract import ExpandedPlan, Host, Monitoring
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 NODE_VARIABLE = "$node"

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import yaml
 
-from cluster_plan.contract import ExpandedPlan
-from cluster_plan.findings import Finding, PlanError
 from cluster_plan.monitoring.alertmanager import alertmanager_config
 from cluster_plan.monitoring.dashboards import dashboards
 from cluster_plan.monitoring.rules import alert_rules
@@ -18,7 +16,9 @@ from cluster_plan.monitoring.targets import (
     prometheus_config,
     target_files,
 )
-from cluster_plan.rendered import write_tree
+from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.plan.findings import Finding, PlanError
+from cluster_plan.views.rendered import write_tree
 
 HEADER = "# Rendered by `cluster-plan monitoring render` from the cluster plan; do not edit.\n"
 

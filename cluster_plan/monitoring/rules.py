@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Host, Monitoring
+from cluster_plan.plan.contract import ExpandedPlan, Host, Monitoring
 
 Rule = dict[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster_plan.contract import ExpandedPlan, Host
+from cluster_plan.plan.contract import ExpandedPlan, Host
 
 NODE_EXPORTER_PORT = 9100
 CEPH_MGR_PORT = 9283

@@ -2,7 +2,7 @@
 the CRUSH tree and rules, pools, the CephFS and its clients.
 
 Pure functions over plain dicts (the `cluster_plan` group variable and `plan_host` dicts),
-which carry every plan default already (cluster_plan/defaults.py): the tasks and templates
+which carry every plan default already (cluster_plan/plan/defaults.py): the tasks and templates
 only apply what these return, so the plan-to-Ceph mapping is decided here, in one place, and
 unit-tested offline (tests/roles/test_ceph_plan.py).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster_plan.host_values import in_grammar
+from cluster_plan.plan.host_values import in_grammar
 from cluster_plan.storage.nfs import nfs_volume_group
 
 Host = dict[str, Any]

@@ -11,18 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cluster_plan.slurm.policy import slurm_name
+
 Plan = dict[str, Any]
 Host = dict[str, Any]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 # QOS and accounts this project made carry this mark, so that pruning never touches others.
 MARK = "cluster-plan"
-
-
-def _name(text: str) -> str:
-    """A Slurm-safe name (as slurm_policy names partitions)."""
-    return _UNSAFE.sub("_", str(text))
 
 
 def slurm_minutes(text: str | None) -> int | None:
@@ -86,7 +82,7 @@ def _gres_names(hosts: list[Host]) -> tuple[bool, list[str]]:
         if accelerators.get("kind") == "gpu" or accelerators.get("vendor") == "nvidia":
             gpus = True
         else:
-            others.add(_name(accelerators["gres_type"]))
+            others.add(slurm_name(accelerators["gres_type"]))
     return gpus, sorted(others)
 
 
@@ -120,7 +116,7 @@ def slurm_qos_records(plan: Plan) -> list[dict[str, Any]]:
     classes = (plan.get("scheduler") or {}).get("workload_classes") or {}
     return [
         {
-            "name": _name(name),
+            "name": slurm_name(name),
             "priority": int(spec.get("priority") or 0),
             "max_wall": slurm_minutes(spec.get("max_time")),
             "description": f"{MARK}: workload class {name}",
@@ -172,8 +168,8 @@ def slurm_account_records(plan: Plan, hosts: list[Host]) -> list[dict[str, Any]]
                 "parent": team.get("parent") or "root",
                 "fairshare": int(team.get("fairshare") or 1),
                 "description": team.get("description") or f"team {name}",
-                "qos": sorted(_name(c) for c in allowed),
-                "default_qos": _name(default) if default else None,
+                "qos": sorted(slurm_name(c) for c in allowed),
+                "default_qos": slurm_name(default) if default else None,
                 "grp_tres": grp_tres,
                 "grp_tres_mins": grp_tres_mins,
                 "max_wall": slurm_minutes(limits.get("max_time")),

@@ -1,4 +1,4 @@
-"""Filter ``gpu_health_judge``: a node's GPU report, from cluster_plan.gpu_health."""
+"""Filter ``gpu_health_judge``: a node's GPU report, from cluster_plan.gpu.health."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from cluster_plan.gpu_health import judge_node
+    from cluster_plan.gpu.health import judge_node
 except ImportError:  # run from a checkout where the package is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from cluster_plan.gpu_health import judge_node
+    from cluster_plan.gpu.health import judge_node
 
 
 def gpu_health_judge(

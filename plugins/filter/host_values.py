@@ -1,5 +1,5 @@
 """Filters that check a plan value against its grammar where a template writes it
-(cluster_plan.host_values): `grammar` (a schema grammar by name), `authorized_key` (a
+(cluster_plan.plan.host_values): `grammar` (a schema grammar by name), `authorized_key` (a
 key line sshd accepts) and `systemd_argument` (one quoted argument of a unit's ExecStart)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 try:
-    from cluster_plan import host_values as _values
+    from cluster_plan.plan import host_values as _values
 except ImportError:  # run from a checkout where the package is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan import host_values as _values
+    from cluster_plan.plan import host_values as _values
 
 
 def grammar(value: Any, name: str) -> str:
@@ -42,7 +42,7 @@ def systemd_argument(value: Any) -> str:
 
 
 class FilterModule:
-    """Ansible filters; see cluster_plan.host_values."""
+    """Ansible filters; see cluster_plan.plan.host_values."""
 
     def filters(self) -> dict[str, Any]:
         return {

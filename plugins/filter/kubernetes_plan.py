@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from cluster_plan.findings import PlanError
 from cluster_plan.kubernetes import dump_documents, files, render
 from cluster_plan.kubernetes.cni import CalicoManifestError, customize_calico
 from cluster_plan.kubernetes.kubeadm import CONFIG_DIR, DISCOVERY_FILE, KUBELET_PATCH_FILE
+from cluster_plan.plan.findings import PlanError
 
 
 def kubernetes_rendering(cluster: dict[str, Any], plan_hosts: dict[str, Any]) -> dict[str, Any]:

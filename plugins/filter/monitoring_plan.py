@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster_plan.findings import PlanError
 from cluster_plan.monitoring.render import render
 from cluster_plan.monitoring.targets import (
     ALERTMANAGER_PORT,
@@ -15,6 +14,7 @@ from cluster_plan.monitoring.targets import (
     PROMETHEUS_PORT,
     monitoring_server,
 )
+from cluster_plan.plan.findings import PlanError
 
 
 def _expanded(

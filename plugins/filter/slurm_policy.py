@@ -1,4 +1,4 @@
-"""Filters for the slurm role's templates: the scheduling policy of cluster_plan.slurm_policy
+"""Filters for the slurm role's templates: the scheduling policy of cluster_plan.slurm.policy
 (pure functions over the expanded plan, unit-tested there)."""
 
 from __future__ import annotations
@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from cluster_plan import slurm_policy as _policy
+    from cluster_plan.slurm import policy as _policy
 except ImportError:  # run from a checkout where the package is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan import slurm_policy as _policy
+    from cluster_plan.slurm import policy as _policy
 
-_name = _policy._name
 pool_feature = _policy.pool_feature
 rack_feature = _policy.rack_feature
 dataset_feature = _policy.dataset_feature
@@ -33,7 +32,7 @@ lua_string = _policy.lua_string
 
 
 class FilterModule:
-    """Ansible filters; see each function's docstring in cluster_plan.slurm_policy."""
+    """Ansible filters; see each function's docstring in cluster_plan.slurm.policy."""
 
     def filters(self) -> dict[str, Any]:
         return {

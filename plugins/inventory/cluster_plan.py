@@ -143,7 +143,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         cluster_plan.cluster.plan, which reads the expansion this process keeps (so the
         inventory costs what a static one does, and `--list` does not copy the whole
         cluster into every host)."""
-        from cluster_plan import inventory_store
+        from cluster_plan.ansible import inventory_store
 
         inventory = self.inventory
         plan_file = os.path.abspath(path)

@@ -128,7 +128,7 @@ def declared_variables(role: str) -> list[str]:
 
 
 def plan_files(plan_file: str) -> list[Path]:
-    from cluster_plan.lockfile import lock_path_for
+    from cluster_plan.plan.lockfile import lock_path_for
 
     return [p for p in (Path(plan_file), Path(lock_path_for(plan_file))) if p.is_file()]
 

@@ -42,7 +42,7 @@ from ansible.plugins.lookup import LookupBase
 class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None,
             **kwargs: Any) -> list[Any]:  # fmt: skip
-        from cluster_plan.inventory_store import cluster_data, host_data
+        from cluster_plan.ansible.inventory_store import cluster_data, host_data
 
         plan_file = (variables or {}).get("cluster_plan_file")
         if not plan_file:

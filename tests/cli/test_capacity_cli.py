@@ -12,7 +12,7 @@ import pytest
 from support.cli_output import result
 
 from cluster_plan.cli import main
-from cluster_plan.graph import PER_BAND
+from cluster_plan.views.graph import PER_BAND
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"

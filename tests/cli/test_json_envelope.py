@@ -17,7 +17,7 @@ from support.cli_output import envelope
 from cluster_plan.acceptance.history import History
 from cluster_plan.cli import main
 from cluster_plan.cli.reporters import REPORTERS, JsonReporter, Reporter, TextReporter
-from cluster_plan.findings import Finding
+from cluster_plan.plan.findings import Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_plan.backup.status import duration, judge, render, size
-from cluster_plan.remote.session import HostFacts
+from cluster_plan.day2.remote.session import HostFacts
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

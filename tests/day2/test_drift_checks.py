@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from cluster_plan.api import load_expanded
-from cluster_plan.contract import ExpandedPlan
-from cluster_plan.drift.checks import drift_findings, expected_records, slurm_view_host
-from cluster_plan.remote.session import HostFacts
-from cluster_plan.slurm_policy import slurm_node_records
+from cluster_plan.day2.drift.checks import drift_findings, expected_records, slurm_view_host
+from cluster_plan.day2.remote.session import HostFacts
+from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.slurm.policy import slurm_node_records
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"

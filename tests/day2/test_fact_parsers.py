@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.remote import facts, parsers
-from cluster_plan.remote.parsers import FactParseError
+from cluster_plan.day2.remote import facts, parsers
+from cluster_plan.day2.remote.parsers import FactParseError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

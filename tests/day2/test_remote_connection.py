@@ -16,8 +16,8 @@ from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
-from cluster_plan.remote.connection import connection_vars, pyinfra_hosts, ssh_config_options
-from cluster_plan.remote.session import parse_results, run_gatherer
+from cluster_plan.day2.remote.connection import connection_vars, pyinfra_hosts, ssh_config_options
+from cluster_plan.day2.remote.session import parse_results, run_gatherer
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"

@@ -30,10 +30,10 @@ print(json.dumps(nvml_facts.gather(params, run), indent=1))
 PYEOF
 echo "nvml_facts: rc=$? available=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["available"], d.get("error"), len(d["gpus"]), "GPU(s)", d.get("driver_version"))' "$OUT/facts.json")"
 
-"$PY" -m cluster_plan.gpu_health "$OUT/facts.json" --node device --model H200-SXM-141GB --count 1 \
+"$PY" -m cluster_plan.gpu.health "$OUT/facts.json" --node device --model H200-SXM-141GB --count 1 \
   > "$OUT/h200-1.json"
 echo "plan 1x H200-SXM-141GB: rc=$? (expect 0, verdict pass)"
-"$PY" -m cluster_plan.gpu_health "$OUT/facts.json" --node device --model H100-SXM5-80GB --count 8 \
+"$PY" -m cluster_plan.gpu.health "$OUT/facts.json" --node device --model H100-SXM5-80GB --count 8 \
   > "$OUT/h100-8.json"
 echo "plan 8x H100-SXM5-80GB: rc=$? (expect 1, verdict fail naming model and count)"
 for report in h200-1 h100-8; do

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster_plan import catalog as accelerator_catalog
-from cluster_plan.driver_select import (
+from cluster_plan.gpu.driver_select import (
     DriverRefusal,
     choice_for_host,
     main,
     select_driver,
 )
+from cluster_plan.plan import catalog as accelerator_catalog
 
 NVIDIA_MODELS = sorted(
     m for m, e in accelerator_catalog.load_catalog().items() if e["vendor"] == "nvidia"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from cluster_plan.api import load_expanded
-from cluster_plan.driver_select import choice_for_host
+from cluster_plan.gpu.driver_select import choice_for_host
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = [*sorted((REPO / "inventory/examples").glob("*.yml")), REPO / "inventory/lab/cluster.yml"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nvml_replay import ReplayNvml, load_nvml_facts
 
-from cluster_plan.gpu_health import failures, judge_node
+from cluster_plan.gpu.health import failures, judge_node
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.json"))
 nvml_facts = load_nvml_facts()
@@ -141,7 +141,7 @@ def test_nvlink_check_can_be_turned_off() -> None:
 
 
 def test_cli_judges_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cluster_plan.gpu_health import main
+    from cluster_plan.gpu.health import main
 
     fixture = json.loads((Path(__file__).parent / "fixtures/pcie_x8.json").read_text())
     saved = tmp_path / "facts.json"

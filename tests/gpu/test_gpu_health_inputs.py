@@ -1,4 +1,4 @@
-"""`python -m cluster_plan.gpu_health FACTS` on facts files that are not facts: exit 2 with
+"""`python -m cluster_plan.gpu.health FACTS` on facts files that are not facts: exit 2 with
 the file named in one line, never a traceback or a hang."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_plan.gpu_health import main
+from cluster_plan.gpu.health import main
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.catalog import load_catalog, nvswitch_default
+from cluster_plan.plan.catalog import load_catalog, nvswitch_default
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import pynvml
 import pytest
 from nvml_replay import ReplayNvml, load_nvml_facts
 
-from cluster_plan.gpu_health import judge_node
+from cluster_plan.gpu.health import judge_node
 
 nvml_facts = load_nvml_facts()
 REPO = Path(__file__).resolve().parents[2]

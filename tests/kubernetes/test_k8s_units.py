@@ -12,7 +12,6 @@ import yaml
 from k8s_plans import expanded_plan
 
 from cluster_plan import cli
-from cluster_plan.findings import PlanError
 from cluster_plan.kubernetes import files, render, write
 from cluster_plan.kubernetes.cni import (
     MIN_MTU,
@@ -25,6 +24,7 @@ from cluster_plan.kubernetes.devices import device_plugin_config
 from cluster_plan.kubernetes.nodes import kubelet_labels
 from cluster_plan.kubernetes.reserved import kube_reserved
 from cluster_plan.kubernetes.versions import SUPPORTED, UnsupportedVersion, release
+from cluster_plan.plan.findings import PlanError
 
 LAB_K8S = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "k8s.yml"
 

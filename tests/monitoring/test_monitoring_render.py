@@ -192,9 +192,9 @@ def test_damaged_plans_are_refused_in_words_and_nothing_is_written(
 
 
 def expanded_text(text: str):
-    from cluster_plan.allocate import allocate_addresses
-    from cluster_plan.expand import expand
-    from cluster_plan.validate import validate_text
+    from cluster_plan.plan.allocate import allocate_addresses
+    from cluster_plan.plan.expand import expand
+    from cluster_plan.plan.validate import validate_text
 
     result = validate_text(text, "plan.yml")
     assert [f for f in result.findings if f.severity == "error"] == []

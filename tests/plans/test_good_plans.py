@@ -22,7 +22,7 @@ from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
-from cluster_plan.driver_select import choice_for_host
+from cluster_plan.gpu.driver_select import choice_for_host
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -17,7 +17,7 @@ import pytest
 from support.cli_output import result
 
 from cluster_plan import cli
-from cluster_plan.lockfile import LOCK_VERSION
+from cluster_plan.plan.lockfile import LOCK_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_plan.findings import errors
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.findings import errors
+from cluster_plan.plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parent / "base.yml").read_text()
 RESERVATION = '{start: "2027-01-05T02:00:00", duration_minutes: 120,'

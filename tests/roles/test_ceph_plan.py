@@ -29,7 +29,7 @@ def osd_hosts(expanded: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_networks_default_to_storage_and_cluster_to_public():
-    from cluster_plan.defaults import with_defaults
+    from cluster_plan.plan.defaults import with_defaults
 
     plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
     del plan["storage"]["ceph"]["public_network"]
@@ -88,7 +88,7 @@ def test_dataset_pool_gets_a_rule_taking_only_the_dataset_racks(lab_expanded):
 
 
 def test_pool_defaults_are_cephs(lab_expanded):
-    from cluster_plan.defaults import with_defaults
+    from cluster_plan.plan.defaults import with_defaults
 
     plan = yaml.safe_load((ROOT / "inventory/lab/cluster.yml").read_text())
     plan["storage"]["ceph"]["pools"] = [{"name": "p", "size": 3}]
@@ -105,7 +105,7 @@ def test_pool_defaults_are_cephs(lab_expanded):
 
 
 def test_memory_settings_become_config_database_options(lab_expanded):
-    from cluster_plan.defaults import section_defaults
+    from cluster_plan.plan.defaults import section_defaults
 
     options = {(o["who"], o["name"]): o["value"] for o in ceph.ceph_config_options(lab_expanded)}
     memory = lab_expanded["storage"]["ceph"]["memory"]

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from role_render import ROLES, host_variables, templar
 
-from cluster_plan.findings import format_path
-from cluster_plan.host_values import UnsafeValue, authorized_key, in_grammar
-from cluster_plan.schema import plan_schema
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.findings import format_path
+from cluster_plan.plan.host_values import UnsafeValue, authorized_key, in_grammar
+from cluster_plan.plan.schema import plan_schema
+from cluster_plan.plan.validate import validate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_PLAN = ROOT / "inventory" / "lab" / "cluster.yml"

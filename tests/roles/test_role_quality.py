@@ -16,7 +16,7 @@ import pytest
 import yaml
 from linters import LintRun
 
-from cluster_plan import role_docs
+from cluster_plan.ansible import role_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -121,9 +121,9 @@ def test_argument_specs_cover_every_default(role: str) -> None:
 @pytest.mark.parametrize("role", ROLES)
 def test_readme_is_generated_and_current(role: str, capsys: pytest.CaptureFixture[str]) -> None:
     readme = ROOT / "roles" / role / "README.md"
-    assert readme.is_file(), f"run: python -m cluster_plan.role_docs roles/{role}"
+    assert readme.is_file(), f"run: python -m cluster_plan.ansible.role_docs roles/{role}"
     assert role_docs.BEGIN in readme.read_text(), f"{readme}: no generated variable table"
-    # what `python -m cluster_plan.role_docs --check roles/NAME` (make lint) runs
+    # what `python -m cluster_plan.ansible.role_docs --check roles/NAME` (make lint) runs
     assert role_docs.main(["--check", str(ROOT / "roles" / role)]) == 0, capsys.readouterr().err
 
 

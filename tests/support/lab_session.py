@@ -38,10 +38,10 @@ from typing import NamedTuple
 
 import pytest
 
-from cluster_plan.contract import ExpandedPlan
 from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_tree
+from cluster_plan.plan.contract import ExpandedPlan
 from support.playbooks import Run, ansible_env, playbook
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.validate import validate_text
 
 
 def findings(text: str) -> list[tuple[str, str, str]]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from cluster_plan.allocate import allocate_addresses, build_lock
-from cluster_plan.defaults import with_defaults
-from cluster_plan.lockfile import lock_differences
-from cluster_plan.nodes import iter_nodes
+from cluster_plan.plan.allocate import allocate_addresses, build_lock
+from cluster_plan.plan.defaults import with_defaults
+from cluster_plan.plan.lockfile import lock_differences
+from cluster_plan.plan.nodes import iter_nodes
 
 
 def make_plan(

@@ -18,11 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster_plan.allocate import build_lock
-from cluster_plan.defaults import with_defaults
-from cluster_plan.networks import network_space, to_text
-from cluster_plan.nodes import iter_nodes
-from cluster_plan.placement import place_racks
+from cluster_plan.plan.allocate import build_lock
+from cluster_plan.plan.defaults import with_defaults
+from cluster_plan.plan.networks import network_space, to_text
+from cluster_plan.plan.nodes import iter_nodes
+from cluster_plan.plan.placement import place_racks
 
 BASE_NETWORKS = {
     # small networks, so that edits run them full now and then

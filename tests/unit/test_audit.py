@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cluster_plan.allocate import allocate_addresses
-from cluster_plan.audit import audit, render_audit
-from cluster_plan.expand import expand
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.validate import validate_text
+from cluster_plan.views.audit import audit, render_audit
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 MGMT = (

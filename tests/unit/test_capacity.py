@@ -1,5 +1,5 @@
 """The power model, the rack budgets and fitness findings, and the capacity model's sums
-(cluster_plan.power, checks.power, checks.fitness, cluster_plan.capacity)."""
+(cluster_plan.plan.power, checks.power, checks.fitness, cluster_plan.views.capacity)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan.capacity import capacity_model
-from cluster_plan.power import feed_watts, node_power, power_budget_w
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.power import feed_watts, node_power, power_budget_w
+from cluster_plan.plan.validate import validate_text
+from cluster_plan.views.capacity import capacity_model
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 BUDGETS = (

@@ -1,4 +1,4 @@
-"""The expanded plan's contract (cluster_plan/contract.py) holds for every expansion, and
+"""The expanded plan's contract (cluster_plan/plan/contract.py) holds for every expansion, and
 docs/expanded-data.md documents every key of it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, get_args, get_origin
 import pytest
 
 from cluster_plan.api import load_expanded
-from cluster_plan.contract import ExpandedPlan, conformance_errors
+from cluster_plan.plan.contract import ExpandedPlan, conformance_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = sorted((ROOT / "tests" / "plans" / "golden").glob("*.expanded.json"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from cluster_plan.acceptance.spec import spec_from_expanded
-from cluster_plan.allocate import allocate_addresses
-from cluster_plan.contract import ExpandedPlan
-from cluster_plan.expand import expand
 from cluster_plan.lab.topology import admin_addresses, scaled_mbit, wiring
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cluster_plan import defaults
-from cluster_plan.defaults import PLAN_DEFAULTS, with_defaults
-from cluster_plan.schema import plan_schema
+from cluster_plan.plan import defaults
+from cluster_plan.plan.defaults import PLAN_DEFAULTS, with_defaults
+from cluster_plan.plan.schema import plan_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 

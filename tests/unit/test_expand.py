@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_plan.allocate import allocate_addresses
 from cluster_plan.api import load_expanded
-from cluster_plan.defaults import with_defaults
-from cluster_plan.expand import expand, group_name
-from cluster_plan.nodes import iter_nodes
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.defaults import with_defaults
+from cluster_plan.plan.expand import expand, group_name
+from cluster_plan.plan.nodes import iter_nodes
+from cluster_plan.plan.validate import validate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_plan.findings import Finding, PlanError, errors, format_path, sort_key, warnings
+from cluster_plan.plan.findings import Finding, PlanError, errors, format_path, sort_key, warnings
 
 
 @pytest.mark.parametrize(

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from cluster_plan.allocate import build_lock
-from cluster_plan.expand import expand
-from cluster_plan.findings import errors
-from cluster_plan.schema import plan_schema
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import build_lock
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.findings import errors
+from cluster_plan.plan.schema import plan_schema
+from cluster_plan.plan.validate import validate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))

@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.validate import validate_text
 
 LAB = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "cluster.yml"
 
@@ -21,7 +21,9 @@ def _codes(result):
 def test_absurd_count_is_refused_quickly(count):
     text = LAB.read_text().replace("    count: 2\n", f"    count: {count}\n", 1)
     # refused before any node is enumerated (ten million would take minutes): counted, not timed
-    with mock.patch("cluster_plan.validate.iter_nodes", side_effect=AssertionError("enumerated")):
+    with mock.patch(
+        "cluster_plan.plan.validate.iter_nodes", side_effect=AssertionError("enumerated")
+    ):
         result = validate_text(text, "big.yml")
     assert ("range", "$.node_groups.gpu.count") in _codes(result)
     assert ("too-many-nodes", "$.node_groups") in _codes(result)
@@ -34,15 +36,17 @@ def test_many_groups_each_within_the_schema_limit_are_refused_quickly():
         for i in range(40)
     )
     text = LAB.read_text().replace("node_groups:\n", "node_groups:\n" + groups, 1)
-    with mock.patch("cluster_plan.validate.iter_nodes", side_effect=AssertionError("enumerated")):
+    with mock.patch(
+        "cluster_plan.plan.validate.iter_nodes", side_effect=AssertionError("enumerated")
+    ):
         result = validate_text(text, "big.yml")
     assert ("too-many-nodes", "$.node_groups") in _codes(result)
 
 
 @pytest.mark.parametrize("reserved", ["[11.0.0.0/9, 11.128.0.0-11.255.255.0]", "16000000"])
 def test_huge_reserved_ranges_cost_neither_minutes_nor_gigabytes(reserved):
-    from cluster_plan.allocate import allocate_addresses
-    from cluster_plan.expand import expand
+    from cluster_plan.plan.allocate import allocate_addresses
+    from cluster_plan.plan.expand import expand
 
     text = LAB.read_text().replace(
         "    cidr: 10.41.0.0/24\n", f"    cidr: 11.0.0.0/8\n    reserved: {reserved}\n", 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_plan.load import load_plan_file, parse_plan_text
+from cluster_plan.plan.load import load_plan_file, parse_plan_text
 
 PLAN = """\
 plugin: cluster_plan
@@ -166,7 +166,7 @@ def test_unreadable_files(tmp_path):
 
 
 def test_too_large(monkeypatch):
-    import cluster_plan.load as load
+    import cluster_plan.plan.load as load
 
     monkeypatch.setattr(load, "MAX_PLAN_BYTES", 100)
     assert codes(load.parse_plan_text(b"a: 1\n" * 50, "p.yml")) == ["plan-too-large"]

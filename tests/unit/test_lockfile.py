@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_plan.lockfile import lock_path_for, read_lock, render_lock, write_lock
+from cluster_plan.plan.lockfile import lock_path_for, read_lock, render_lock, write_lock
 
 LOCK = {
     "version": 1,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan.defaults import with_defaults
-from cluster_plan.oncalendar import longest_gap_hours
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.defaults import with_defaults
+from cluster_plan.plan.oncalendar import longest_gap_hours
+from cluster_plan.plan.validate import validate_text
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
 BASE = (PLANS / "base.yml").read_text()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster_plan.networks import (
+from cluster_plan.plan.networks import (
     AddressError,
     AddressRanges,
     network_space,

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan.allocate import allocate_addresses
-from cluster_plan.expand import expand
-from cluster_plan.findings import errors
 from cluster_plan.kubernetes.cluster import refusals
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.findings import errors
+from cluster_plan.plan.validate import validate_text
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
 BASE = (PLANS / "base.yml").read_text()

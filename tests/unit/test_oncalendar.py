@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_plan.oncalendar import calendar_problem, from_cron
+from cluster_plan.plan.oncalendar import calendar_problem, from_cron
 
 
 @pytest.mark.parametrize(

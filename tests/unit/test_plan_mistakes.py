@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from plan_text import replace_once
 
-from cluster_plan.allocate import allocate_addresses
-from cluster_plan.checks import cluster as cluster_checks
-from cluster_plan.checks.reservations import NOW_VARIABLE, plan_now
-from cluster_plan.expand import expand
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.checks import cluster as cluster_checks
+from cluster_plan.plan.checks.reservations import NOW_VARIABLE, plan_now
+from cluster_plan.plan.expand import expand
+from cluster_plan.plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 GPU_HW = "  gpu-h100: {cpu_cores: 2, memory_gb: 8, accelerators: {model: H100-PCIE-80GB, count: 2}}"

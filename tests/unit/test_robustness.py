@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_plan.findings import Finding
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.findings import Finding
+from cluster_plan.plan.validate import validate_text
 
 BASE = Path(__file__).resolve().parents[1] / "plans" / "base.yml"
 PLAN = yaml.safe_load(BASE.read_text())

@@ -1,4 +1,4 @@
-"""cluster_plan.role_docs: the variable table generated from a role's argument specs, a
+"""cluster_plan.ansible.role_docs: the variable table generated from a role's argument specs, a
 hand-written head kept, and --check telling a stale README."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_plan import role_docs
+from cluster_plan.ansible import role_docs
 
 
 def test_role_docs_generates_and_detects_stale(

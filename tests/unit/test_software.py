@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan import software_catalog as catalog
 from cluster_plan.api import load_expanded
-from cluster_plan.host_values import UnsafeValue, in_grammar
-from cluster_plan.software import host_mounts, host_software, on_mount
-from cluster_plan.validate import validate_text
+from cluster_plan.plan import software_catalog as catalog
+from cluster_plan.plan.host_values import UnsafeValue, in_grammar
+from cluster_plan.plan.software import host_mounts, host_software, on_mount
+from cluster_plan.plan.validate import validate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_PLATFORM = (ROOT / "tests/plans/good/unusual-software-build-per-platform.yml").read_text()

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from cluster_plan.ssh_keys import blob_problem, key_problem, split_options
+from cluster_plan.plan.ssh_keys import blob_problem, key_problem, split_options
 
 
 def blob(key_type: str, *parts: bytes) -> str:

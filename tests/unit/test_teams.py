@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan.validate import validate_text
+from cluster_plan.plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base-teams.yml").read_text()
 

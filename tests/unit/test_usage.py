@@ -1,4 +1,4 @@
-"""Usage per team from sacct's output (cluster_plan/usage), and `cluster-plan usage --from`."""
+"""Usage per team from sacct's output (cluster_plan/day2/usage), and `cluster-plan usage --from`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from support.cli_output import result
 
 from cluster_plan import cli
 from cluster_plan.api import load_expanded
-from cluster_plan.usage.report import parse_sacct, period_start, sacct_argv, team_usage
+from cluster_plan.day2.usage.report import parse_sacct, period_start, sacct_argv, team_usage
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"

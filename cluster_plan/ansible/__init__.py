@@ -1,0 +1,1 @@
+"""Ansible plumbing: the expanded plan kept per process, and the roles' generated READMEs."""

@@ -1,0 +1,206 @@
+"""Parsers for what the facts of cluster_plan.day2.remote.facts print on a host.
+
+Each takes the command's standard output as text and returns plain data (JSON types), so
+that it can be tested against recorded outputs (tests/remote/fixtures) without a host.
+Malformed output raises FactParseError naming what was wrong, never anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# The marker a multi-part fact prints before each part: "==> NAME <==" (as `tail` does).
+PART = re.compile(r"^==> (.+) <==$")
+
+
+class FactParseError(ValueError):
+    """A command printed something its parser cannot read."""
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text or "null")
+    except ValueError as exc:
+        raise FactParseError(f"{what}: not JSON ({exc})") from None
+
+
+def parts(text: str) -> dict[str, str]:
+    """Split output of `echo "==> NAME <=="; COMMAND` sections into {NAME: output}."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        marker = PART.match(line)
+        if marker:
+            current = found.setdefault(marker.group(1), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip("\n") for name, lines in found.items()}
+
+
+def parse_hostname(text: str) -> str:
+    name = text.strip()
+    if not name or len(name.split()) != 1:
+        raise FactParseError(f"hostname: unexpected output {text!r}")
+    return name
+
+
+def parse_links(text: str) -> dict[str, dict[str, Any]]:
+    """`ip -j addr show` -> {device: {mtu, up, addresses: ["a.b.c.d/len", ...]}} (IPv4)."""
+    data = _json(text, "ip -j addr")
+    if not isinstance(data, list):
+        raise FactParseError("ip -j addr: expected a list of links")
+    links = {}
+    for link in data:
+        if not isinstance(link, dict) or "ifname" not in link:
+            raise FactParseError(f"ip -j addr: a link without a name: {link!r}")
+        addresses = [
+            f"{a['local']}/{a['prefixlen']}"
+            for a in link.get("addr_info", [])
+            if a.get("family") == "inet" and "local" in a
+        ]
+        links[link["ifname"]] = {
+            "mtu": int(link.get("mtu", 0)),
+            "up": "UP" in link.get("flags", []),
+            "addresses": sorted(addresses),
+        }
+    return links
+
+
+def parse_default_routes(text: str) -> list[dict[str, str | None]]:
+    """`ip -j -4 route show default` -> [{gateway, device}]."""
+    data = _json(text, "ip -j route")
+    if not isinstance(data, list):
+        raise FactParseError("ip -j route: expected a list of routes")
+    return [{"gateway": r.get("gateway"), "device": r.get("dev")} for r in data]
+
+
+def parse_packages(text: str) -> dict[str, dict[str, str]]:
+    """`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Want}\\t${db:Status-Status}\\n'`
+    -> {package: {version, selection, status}}; packages dpkg does not know are absent."""
+    packages = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 4:
+            raise FactParseError(f"dpkg-query: unexpected line {line!r}")
+        name, version, selection, status = fields
+        packages[name] = {"version": version, "selection": selection, "status": status}
+    return packages
+
+
+def parse_units(text: str) -> dict[str, dict[str, str]]:
+    """`systemctl show -p Id,LoadState,ActiveState,SubState` per unit under `==> UNIT <==`
+    -> {unit as asked: {id, load, active, sub}}."""
+    result = {}
+    for unit, block in parts(text).items():
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if "ActiveState" not in fields:
+            raise FactParseError(f"systemctl show {unit}: no ActiveState in {block[:80]!r}")
+        result[unit] = {
+            "id": fields.get("Id", unit),
+            "load": fields.get("LoadState", ""),
+            "active": fields["ActiveState"],
+            "sub": fields.get("SubState", ""),
+        }
+    return result
+
+
+def parse_manifests(text: str) -> dict[str, dict[str, Any]]:
+    """The role manifests, printed as `==> PATH <==` then the file -> {role: manifest}; an
+    unreadable one becomes {"error": why}."""
+    manifests: dict[str, dict[str, Any]] = {}
+    for path, body in parts(text).items():
+        role = path.rsplit("/", 1)[-1].removesuffix(".json")
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            manifests[role] = {"error": f"{path}: not JSON ({exc})"}
+            continue
+        if not isinstance(data, dict):
+            manifests[role] = {"error": f"{path}: not a JSON object"}
+            continue
+        manifests[role] = data
+    return manifests
+
+
+def parse_checksums(text: str) -> dict[str, str | None]:
+    """`sha256sum` lines, or `missing  PATH` for a path that does not exist."""
+    sums: dict[str, str | None] = {}
+    for line in text.splitlines():
+        digest, sep, path = line.partition("  ")
+        if not sep:
+            raise FactParseError(f"sha256sum: unexpected line {line!r}")
+        if digest == "missing":
+            sums[path] = None
+        elif re.fullmatch(r"[0-9a-f]{64}", digest):
+            sums[path] = digest
+        else:
+            raise FactParseError(f"sha256sum: unexpected line {line!r}")
+    return sums
+
+
+def normalize_ruleset(text: str) -> str:
+    """As role_manifest records it: no blank lines, no trailing spaces."""
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
+
+
+def parse_nft_tables(text: str) -> dict[str, str | None]:
+    """`nft -s list table FAMILY NAME` per table under `==> FAMILY NAME <==`; None when the
+    table does not exist."""
+    tables: dict[str, str | None] = {}
+    for table, body in parts(text).items():
+        missing = "No such file or directory" in body or body.startswith("Error:")
+        tables[table] = None if missing else normalize_ruleset(body)
+    return tables
+
+
+def _scontrol_fields(line: str) -> dict[str, str]:
+    """`Key=Value Key=Value ...` where a value may hold spaces (OS=Linux 6.1 ...): a key
+    starts where a word is followed by `=`."""
+    fields: dict[str, str] = {}
+    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:.]*)=", line))
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        fields[match.group(1)] = line[match.end() : end].strip()
+    return fields
+
+
+def _listing(value: str | None) -> list[str]:
+    return [] if value in (None, "", "(null)") else sorted(str(value).split(","))
+
+
+def parse_scontrol_nodes(text: str) -> dict[str, dict[str, Any]]:
+    """`scontrol show node --oneliner` -> {node: {state, flags, features, active_features,
+    gres, reason}}. `state` is the base state (IDLE, ALLOCATED, MIXED, DOWN, ...); `flags`
+    the rest (DRAIN, NOT_RESPONDING, ...)."""
+    nodes = {}
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            if line.strip() and not line.startswith("No nodes"):
+                raise FactParseError(f"scontrol show node: unexpected line {line[:80]!r}")
+            continue
+        fields = _scontrol_fields(line)
+        state, *flags = fields.get("State", "UNKNOWN").split("+")
+        # scontrol marks a node that does not answer with a trailing `*` on its state
+        if state.endswith("*"):
+            state, flags = state[:-1], [*flags, "NOT_RESPONDING"]
+        nodes[fields["NodeName"]] = {
+            "state": state,
+            "flags": sorted(set(flags)),
+            "features": _listing(fields.get("AvailableFeatures")),
+            "active_features": _listing(fields.get("ActiveFeatures")),
+            "gres": "" if fields.get("Gres") in (None, "(null)") else fields["Gres"],
+            "reason": fields.get("Reason"),
+        }
+    return nodes
+
+
+def parse_backup_status(text: str) -> dict[str, Any]:
+    """`cluster-plan-backup status` (one JSON object); {} when the program is missing."""
+    if not text.strip() or text.startswith("missing"):
+        return {}
+    data = _json(text, "cluster-plan-backup status")
+    if not isinstance(data, dict):
+        raise FactParseError("cluster-plan-backup status: not a JSON object")
+    return data

@@ -1,0 +1,87 @@
+"""Kubernetes plans: everything `cluster-plan k8s render` refuses, found at validate through
+the renderer's own rules (cluster_plan.kubernetes.cluster.refusals), and GPU sharing that
+fits the plan's GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cluster_plan.kubernetes.cluster import refusals
+from cluster_plan.plan.catalog import load_catalog, supports_mig
+from cluster_plan.plan.checks.base import Plan
+from cluster_plan.plan.findings import Finding
+from cluster_plan.plan.networks import AddressError, network_space
+from cluster_plan.plan.nodes import Node
+
+# The scheduler check counts control planes already, with a hint on which group to change.
+_COUNTED_ELSEWHERE = {"control-plane-count"}
+_K8S = ("scheduler", "kubernetes")
+
+
+def check_kubernetes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    scheduler = plan.get("scheduler") or {}
+    if scheduler.get("type") != "kubernetes":
+        return
+    networks = plan.get("networks") or {}
+    try:
+        for name, spec in networks.items():
+            network_space(name, spec)
+    except AddressError:
+        return  # a network that does not parse is reported by check_networks
+    view: dict[str, Any] = {
+        "scheduler": scheduler,
+        "networks": networks,
+        "hosts": {
+            n.name: {
+                "roles": list(n.roles),
+                "pool": n.pool,
+                "interfaces": {net: {} for net in n.networks},
+            }
+            for n in nodes
+        },
+    }
+    yield from (f for f in refusals(view) if f.code not in _COUNTED_ELSEWHERE)
+    yield from _gpu_sharing(plan, nodes, scheduler.get("kubernetes") or {})
+
+
+def _gpu_models(plan: Plan, nodes: list[Node]) -> dict[str, str]:
+    """NVIDIA GPU model -> the first hardware profile of a Kubernetes node that has it."""
+    catalog = load_catalog()
+    models: dict[str, str] = {}
+    for node in nodes:
+        if not {"k8s_worker", "k8s_control_plane"} & set(node.roles):
+            continue
+        profile = plan["hardware"].get(node.hardware) if isinstance(node.hardware, str) else None
+        accel = (profile or {}).get("accelerators") or {}
+        if catalog.get(str(accel.get("model")), {}).get("vendor") == "nvidia":
+            models.setdefault(accel["model"], node.hardware)
+    return models
+
+
+def _gpu_sharing(plan: Plan, nodes: list[Node], k8s: dict[str, Any]) -> Iterator[Finding]:
+    sharing = k8s.get("gpu_sharing") or {}
+    mode = sharing.get("mode", "none")
+    if mode == "none":
+        return
+    path = (*_K8S, "gpu_sharing", "mode")
+    models = _gpu_models(plan, nodes)
+    if not models:
+        yield Finding(
+            "gpu-sharing-no-gpus",
+            f"gpu_sharing mode {mode}, but no Kubernetes node has an NVIDIA GPU: there is "
+            "nothing to share",
+            path,
+            severity="warning",
+            hint="remove scheduler.kubernetes.gpu_sharing",
+        )
+        return
+    without = sorted(m for m in models if mode == "mig" and not supports_mig(m))
+    if without:
+        yield Finding(
+            "mig-unsupported",
+            f"gpu_sharing mode mig, but {', '.join(without)} (hardware "
+            f"{', '.join(models[m] for m in without)}) cannot be partitioned into MIG instances",
+            path,
+            hint="use time-slicing for these GPUs; MIG needs A100, A30, H100, H200 or B200",
+        )

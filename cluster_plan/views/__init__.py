@@ -1,0 +1,1 @@
+"""What a person reads about a plan: diff, graph, audit, capacity, and writing renderings."""
