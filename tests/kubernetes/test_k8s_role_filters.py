@@ -15,7 +15,7 @@ from k8s_plans import expanded_plan
 from cluster_plan.kubernetes import files, render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/filter"))
-from kubernetes_plan import kubernetes_calico_manifest, kubernetes_rendering
+from cluster_plan.kubernetes.role_view import kubernetes_calico_manifest, kubernetes_rendering
 
 
 def as_ansible_sees_it(name: str) -> tuple[dict, dict]:

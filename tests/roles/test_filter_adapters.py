@@ -1,6 +1,7 @@
-"""The Ceph, NFS, teams and firewall filter plugins only adapt: each filter name the roles use
-is the package function of that name (the decisions are tested in test_ceph_plan.py,
-test_nfs_plan.py, test_slurm_teams.py and through the rendered templates)."""
+"""The Ceph, NFS, teams, firewall, Kubernetes and monitoring filter plugins only adapt: each
+filter name the roles use is the package function of that name (the decisions are tested in
+test_ceph_plan.py, test_nfs_plan.py, test_slurm_teams.py, test_k8s_role_filters.py,
+test_monitoring_role.py and through the rendered templates)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import Any
 
 import ceph_plan
 import common_firewall
+import kubernetes_plan
+import monitoring_plan
 import nfs_plan
 import pytest
 import team_policy
 
+from cluster_plan.kubernetes import role_view as kubernetes_view
+from cluster_plan.monitoring import role_view as monitoring_view
 from cluster_plan.network import firewall
 from cluster_plan.storage import ceph, mounts, nfs
 from cluster_plan.teams import policy
@@ -53,6 +58,11 @@ ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
     (nfs_plan, dict.fromkeys(["nfs_exports", "nfs_client_mounts"], nfs)),
     (team_policy, dict.fromkeys(TEAM_FILTERS, policy)),
     (common_firewall, {"common_restricted_services": firewall}),
+    (
+        kubernetes_plan,
+        dict.fromkeys(["kubernetes_rendering", "kubernetes_calico_manifest"], kubernetes_view),
+    ),
+    (monitoring_plan, dict.fromkeys(["monitoring_rendering", "monitoring_gpus"], monitoring_view)),
 ]
 
 

@@ -16,11 +16,11 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.template import trust_as_template
 from host_values import systemd_argument
-from monitoring_plan import monitoring_gpus, monitoring_rendering
 from role_render import ROLES, host_variables, render, templar, value
 
 from cluster_plan.exporters.bundle import bundle, write_bundle
 from cluster_plan.monitoring.render import render as core_render
+from cluster_plan.monitoring.role_view import monitoring_gpus, monitoring_rendering
 
 ROLE = "monitoring"
 RENDERING = trust_as_template(
