@@ -1,5 +1,5 @@
 """The project's programs that run on nodes, each as one zip a node's python3 runs
-(`python3 FILE ARGS...`): the collectors (`exporter`).
+(`python3 FILE ARGS...`): the collectors (`exporter`) and the backup program (`backup`).
 
 The nodes do not have the cluster_plan package. A role builds the zip of its program on the
 controller and copies it. It is the same bytes for the same sources (sorted entries, fixed
@@ -45,6 +45,8 @@ class NodeProgram:
 PROGRAMS = {
     # the collectors use the CLI's exit policy and shared helpers: the whole package
     "exporter": NodeProgram("cluster_plan.exporters.node", (), nvml_binding),
+    # standard library only, and nothing of the package outside cluster_plan.backup
+    "backup": NodeProgram("cluster_plan.backup.program", ("backup",)),
 }
 
 
