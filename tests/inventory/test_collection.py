@@ -46,7 +46,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     assert "plugins/modules/nvml_facts.py" in names
     assert "plugins/modules/slurm_reservation.py" in names
     assert "plugins/modules/role_manifest.py" in names
-    assert "roles/backup/files/cluster_plan_backup.py" in names
+    # the backup program is package code (cluster_plan.backup), built into a zip by the role;
+    # the role ships the command that runs it
+    assert "roles/backup/templates/cluster-plan-backup.sh.j2" in names
+    assert not [n for n in names if n.startswith("roles/backup/files/")]
     assert "playbooks/restore.yml" in names
     assert "plugins/filter/slurm_policy.py" in names
     assert "playbooks/site.yml" in names
