@@ -1,8 +1,8 @@
 """The collectors' command on a node: `cluster-plan-exporter gpu|slurm|state ...`.
 
 The monitoring role installs the project's modules on the nodes that run a collector as one
-zip (cluster_plan.exporters.bundle) whose entry point is this: only the exporter commands,
-so a node needs the distribution's python3 and prometheus-client, not the whole CLI's
+zip (cluster_plan.node_bundle, program exporter) whose entry point is this: only the exporter
+commands, so a node needs the distribution's python3 and prometheus-client, not the whole CLI's
 dependencies (jsonschema, ansible). Exit statuses are the CLI's (docs/monitoring-exporters.md).
 """
 

@@ -18,9 +18,9 @@ from ansible.template import trust_as_template
 from host_values import systemd_argument
 from role_render import ROLES, host_variables, render, templar, value
 
-from cluster_plan.exporters.bundle import bundle, write_bundle
 from cluster_plan.monitoring.render import render as core_render
 from cluster_plan.monitoring.role_view import monitoring_gpus, monitoring_rendering
+from cluster_plan.node_bundle import bundle, write_bundle
 
 ROLE = "monitoring"
 RENDERING = trust_as_template(
@@ -242,11 +242,11 @@ def test_node_exporter_port_opens_to_the_monitoring_server_only(lab_expanded):
 
 
 def test_the_collectors_zip_is_the_same_bytes_each_time(tmp_path: Path):
-    first = bundle()
-    assert bundle() == first
+    first = bundle("exporter")
+    assert bundle("exporter") == first
     target = tmp_path / "cache" / "cluster-plan-exporter.pyz"
-    assert write_bundle(target) is True
-    assert write_bundle(target) is False
+    assert write_bundle("exporter", target) is True
+    assert write_bundle("exporter", target) is False
     names = zipfile.ZipFile(target).namelist()
     assert names[0] == "__main__.py"
     assert "cluster_plan/exporters/gpu.py" in names
@@ -256,7 +256,7 @@ def test_the_collectors_zip_is_the_same_bytes_each_time(tmp_path: Path):
 def test_the_collectors_zip_runs_a_collector(tmp_path: Path):
     """The zip alone (no installed package on its path) writes the GPU collector's files."""
     target = tmp_path / "exporter.pyz"
-    write_bundle(target)
+    write_bundle("exporter", target)
     textfiles = tmp_path / "textfile"
     textfiles.mkdir()
     run = subprocess.run(
