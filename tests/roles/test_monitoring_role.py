@@ -342,3 +342,15 @@ def test_timers_of_collectors_the_plan_dropped_are_found(lab_expanded):
     assert stor == ["cluster-plan-exporter-gpu.timer", "cluster-plan-exporter-slurm.timer"]
     none = value(ROLE, "monitoring_stale_timers", lab_expanded, "head01", _vars())
     assert none == []
+
+
+@pytest.mark.parametrize("service", ["Prometheus", "Alertmanager"])
+def test_a_reload_never_follows_a_restart_of_the_same_service(service: str):
+    """Both notified in one run: the restart (first in the file, so first to run) reads every
+    file; a SIGHUP right after it, before the new process sets its handler, would stop it."""
+    handlers = yaml.safe_load((ROLES / "monitoring/handlers/main.yml").read_text())
+    names = [h["name"] for h in handlers]
+    restart = handlers[names.index(f"Restart {service}")]
+    reload = handlers[names.index(f"Reload {service}")]
+    assert names.index(f"Restart {service}") < names.index(f"Reload {service}")
+    assert reload["when"] == f"{restart['register']} is not defined"
