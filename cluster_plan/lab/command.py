@@ -60,11 +60,13 @@ def register(subparsers: Any) -> None:
     st.set_defaults(lab_handler=_status)
     ssh = plan_parser("ssh", "SSH to a node through the admin namespace")
     ssh.add_argument("node")
-    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    # dest is not "command": that is the top-level command's ("lab"), which names the
+    # command in messages and in a JSON document
+    ssh.add_argument("node_command", metavar="command", nargs=argparse.REMAINDER)
     ssh.set_defaults(lab_handler=_ssh)
     run = plan_parser("run", "run a command inside node(s) without SSH")
     run.add_argument("node", help="a node name, or 'all'")
-    run.add_argument("command", nargs=argparse.REMAINDER)
+    run.add_argument("node_command", metavar="command", nargs=argparse.REMAINDER)
     run.set_defaults(lab_handler=_run)
     fault = plan_parser("fault", "inject a fault on a node's links")
     fault.add_argument("node")
@@ -129,7 +131,7 @@ def _host(expanded: ExpandedPlan, name: str) -> Host:
 
 def _ssh(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     host = _host(expanded, args.node)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.node_command[1:] if args.node_command[:1] == ["--"] else args.node_command
     argv = [
         "ssh",
         *ssh_options(expanded),
@@ -144,7 +146,7 @@ def _ssh(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
 
 def _run(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
     lifecycle.require_root()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.node_command[1:] if args.node_command[:1] == ["--"] else args.node_command
     if not command:
         raise LabError("no command given: lab run PLAN NODE -- COMMAND...")
     hosts = list(expanded["hosts"]) if args.node == "all" else [args.node]

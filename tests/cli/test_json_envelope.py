@@ -4,10 +4,12 @@ error; and its exit status is the one the command has without --format json."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import json
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from support.cli_output import envelope
 
 from cluster_plan.acceptance.history import History
 from cluster_plan.cli import main
+from cluster_plan.cli.app import build_parser, command_name
 from cluster_plan.cli.reporters import REPORTERS, JsonReporter, Reporter, TextReporter
 from cluster_plan.plan.findings import Finding
 
@@ -227,3 +230,26 @@ def test_the_json_reporter_writes_one_document_and_only_at_the_end() -> None:
     assert document["result"] == {"pools": []} and document["status"] == "ok"
     assert [f["severity"] for f in document["findings"]] == ["warning", "info"]
     assert "text for people" not in out.getvalue()
+
+
+@pytest.mark.parametrize("action", ["ssh", "run"])
+def test_a_node_command_does_not_take_the_commands_name(action: str) -> None:
+    """`lab run PLAN NODE -- hostname`: the words after NODE are the node's command, and the
+    command's name stays `lab run` (its argument once overwrote it, and every lab run failed)."""
+    args = build_parser().parse_args(["lab", action, "plan.yml", "cpu01", "--", "hostname"])
+    assert command_name(args) == f"lab {action}"
+    assert args.node_command[-1:] == ["hostname"]  # argparse keeps "--" or not, by version
+
+
+def _dests(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {path}".strip(), dest) for path, dest in _dests(sub))
+        else:
+            yield "", action.dest
+
+
+def test_no_subcommand_argument_overwrites_the_commands_name() -> None:
+    clashes = [path for path, dest in _dests(build_parser()) if path and dest == "command"]
+    assert clashes == []
