@@ -4,15 +4,9 @@ too): the plan-to-Ceph mapping of cluster_plan.storage.ceph and cluster_plan.sto
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.storage import ceph, mounts
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.storage import ceph, mounts
+from cluster_plan.storage import ceph, mounts
 
 
 class FilterModule:

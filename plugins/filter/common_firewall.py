@@ -4,15 +4,9 @@ adapts."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.network import firewall
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.network import firewall
+from cluster_plan.network import firewall
 
 
 class FilterModule:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.gpu.health import judge_node
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from cluster_plan.gpu.health import judge_node
+from cluster_plan.gpu.health import judge_node
 
 
 def gpu_health_judge(

@@ -4,17 +4,11 @@ key line sshd accepts) and `systemd_argument` (one quoted argument of a unit's E
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from cluster_plan.plan import host_values as _values
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.plan import host_values as _values
+from cluster_plan.plan import host_values as _values
 
 
 def grammar(value: Any, name: str) -> str:

@@ -3,15 +3,9 @@ over the expanded plan, unit-tested there). This only adapts."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.storage import nfs
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.storage import nfs
+from cluster_plan.storage import nfs
 
 
 class FilterModule:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.gpu.driver_select import choice_for_host
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from cluster_plan.gpu.driver_select import choice_for_host
+from cluster_plan.gpu.driver_select import choice_for_host
 
 
 def nvidia_driver_choice(

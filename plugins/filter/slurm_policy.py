@@ -3,15 +3,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.slurm import policy as _policy
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.slurm import policy as _policy
+from cluster_plan.slurm import policy as _policy
 
 pool_feature = _policy.pool_feature
 rack_feature = _policy.rack_feature

@@ -4,15 +4,9 @@ only adapts."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-try:
-    from cluster_plan.teams import policy
-except ImportError:  # run from a checkout where the package is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from cluster_plan.teams import policy
+from cluster_plan.teams import policy
 
 
 class FilterModule:
