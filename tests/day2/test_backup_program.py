@@ -14,6 +14,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -223,9 +224,9 @@ def test_the_command_line_says_what_is_wrong_without_a_traceback(
     assert "none.json" in err and "backup role" in err and "Traceback" not in err
 
 
-def test_status_reports_the_last_results_and_the_allowed_age(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _status_config(tmp_path: Path, status: dict[str, Any] | None = None, **extra: object) -> Path:
+    """A node's backup.json under tmp_path (``extra`` keys added) with ``status`` as its last
+    results; its path."""
     state = tmp_path / "state"
     config = {
         "host": "gpu01",
@@ -235,14 +236,26 @@ def test_status_reports_the_last_results_and_the_allowed_age(
         "known_hosts": str(state / "known_hosts"),
         "state_dir": str(state),
         "manifest_dir": str(tmp_path / "manifest"),
-        "schedule": "*-*-* 02:00:00",
-        "randomized_delay_s": 1800,
-        "grace_s": 3600,
+        **extra,
     }
-    (tmp_path / "backup.json").write_text(json.dumps(config))
-    cfg = settings.load_config(tmp_path / "backup.json")
-    jobs.write_status(cfg, {"repositories": {"target": {"archive": "gpu01-x", "time": 1.0}}})
-    assert program.main(["--config", str(tmp_path / "backup.json"), "status"]) == 0
+    path = tmp_path / "backup.json"
+    path.write_text(json.dumps(config))
+    written = status or {"repositories": {"target": {"time": 2.0}}}
+    jobs.write_status(settings.load_config(path), written)
+    return path
+
+
+def test_status_reports_the_last_results_and_the_allowed_age(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _status_config(
+        tmp_path,
+        {"repositories": {"target": {"archive": "gpu01-x", "time": 1.0}}},
+        schedule="*-*-* 02:00:00",
+        randomized_delay_s=1800,
+        grace_s=3600,
+    )
+    assert program.main(["--config", str(path), "status"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["repositories"]["target"]["archive"] == "gpu01-x"
     assert status["expected"] == ["target"]
@@ -297,23 +310,6 @@ def test_the_programs_modules_need_only_the_standard_library() -> None:
     )  # fmt: skip
     assert "not on a node" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1 and "/nonexistent/backup.json" in done.stderr, done.stderr
-
-
-def _status_config(tmp_path: Path) -> Path:
-    state = tmp_path / "state"
-    config = {
-        "host": "gpu01",
-        "repositories": [{"name": "target", "url": "ssh://borg@10.40.0.10:22/srv/backup/gpu01"}],
-        "passphrase_file": str(state / "passphrase"),
-        "ssh_key": str(state / "id_ed25519"),
-        "known_hosts": str(state / "known_hosts"),
-        "state_dir": str(state),
-        "manifest_dir": str(tmp_path / "manifest"),
-    }
-    path = tmp_path / "backup.json"
-    path.write_text(json.dumps(config))
-    jobs.write_status(settings.load_config(path), {"repositories": {"target": {"time": 2.0}}})
-    return path
 
 
 def test_the_backup_zip_is_the_same_bytes_and_holds_only_the_backup_modules(
