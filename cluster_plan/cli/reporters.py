@@ -64,7 +64,15 @@ class Reporter(abc.ABC):
 
     Commands never branch on the format nor print results themselves, so a text line cannot
     reach a JSON stdout. Every call but `finish` may come in any order; the CLI's policy calls
-    `finish` once, with the exit status, after the command returned or raised."""
+    `finish` once, with the exit status, after the command returned or raised. What this base
+    class does itself goes to stderr only, which people read whatever the format."""
+
+    def __init__(
+        self, out: TextIO | None = None, err: TextIO | None = None, command: str = ""
+    ) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.command = command
 
     @abc.abstractmethod
     def files(self, reports: Sequence[FileReport]) -> None:
@@ -89,38 +97,28 @@ class Reporter(abc.ABC):
         """The command's result: ``data`` is its structured form, ``text()`` its text form
         (which already shows ``findings``, the result's findings as dicts)."""
 
-    @abc.abstractmethod
     def note(self, message: str) -> None:
         """A line for people only (what was written where); programs read the result."""
+        print(message, file=self.err)
 
-    @abc.abstractmethod
     def plan_error(self, exc: PlanError) -> None:
-        """The plan the command needed fails its checks (or cannot be read)."""
+        """The plan the command needed fails its checks (or cannot be read): its findings."""
+        first = exc.findings[0].file if exc.findings else None
+        for text in render_findings(exc.findings, first, exc.source_lines):
+            print(text, file=self.err)
 
-    @abc.abstractmethod
     def error(self, line: str, error: dict[str, Any]) -> None:
         """The command stopped with an error: ``line`` for people, ``error`` its JSON form
         ({"message", "file"})."""
+        print(line, file=self.err)
 
     @abc.abstractmethod
     def finish(self, exit: int) -> None:
         """The command is over and exits with ``exit``."""
 
 
-def _print_plan_error(exc: PlanError, err: TextIO) -> None:
-    first = exc.findings[0].file if exc.findings else None
-    for text in render_findings(exc.findings, first, exc.source_lines):
-        print(text, file=err)
-
-
 class TextReporter(Reporter):
     """For people: results on stdout, findings and errors on stderr."""
-
-    def __init__(
-        self, out: TextIO | None = None, err: TextIO | None = None, command: str = ""
-    ) -> None:
-        self.out = out or sys.stdout
-        self.err = err or sys.stderr
 
     def files(self, reports: Sequence[FileReport]) -> None:
         for report in reports:
@@ -152,15 +150,6 @@ class TextReporter(Reporter):
     ) -> None:
         print(text(), file=self.out)
 
-    def note(self, message: str) -> None:
-        print(message, file=self.err)
-
-    def plan_error(self, exc: PlanError) -> None:
-        _print_plan_error(exc, self.err)
-
-    def error(self, line: str, error: dict[str, Any]) -> None:
-        print(line, file=self.err)
-
     def finish(self, exit: int) -> None:
         return None  # everything is printed as it comes
 
@@ -173,9 +162,7 @@ class JsonReporter(Reporter):
     def __init__(
         self, out: TextIO | None = None, err: TextIO | None = None, command: str = ""
     ) -> None:
-        self.out = out or sys.stdout
-        self.err = err or sys.stderr
-        self.command = command
+        super().__init__(out, err, command)
         self._result: Any = None
         self._findings: list[Mapping[str, Any]] = []
         self._error: dict[str, Any] | None = None
@@ -209,18 +196,15 @@ class JsonReporter(Reporter):
         self._result = data
         self._findings += findings
 
-    def note(self, message: str) -> None:
-        print(message, file=self.err)
-
     def plan_error(self, exc: PlanError) -> None:
-        _print_plan_error(exc, self.err)  # people still read why on stderr
+        super().plan_error(exc)  # people still read why on stderr
         first = next(iter(errors(exc.findings) or exc.findings), None)
         message = f"{first.file or '<plan>'}: {first.message}" if first else "the plan failed"
         self._error = {"message": message, "file": first.file if first else None}
         self._findings += [f.as_dict() for f in exc.findings]
 
     def error(self, line: str, error: dict[str, Any]) -> None:
-        print(line, file=self.err)
+        super().error(line, error)
         self._error = error
 
     def finish(self, exit: int) -> None:
