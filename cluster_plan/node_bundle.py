@@ -1,5 +1,6 @@
 """The project's programs that run on nodes, each as one zip a node's python3 runs
-(`python3 FILE ARGS...`): the collectors (`exporter`) and the backup program (`backup`).
+(`python3 FILE ARGS...`): the collectors (`exporter`), the backup program (`backup`) and the
+collectives and training program (`collectives`).
 
 The nodes do not have the cluster_plan package. A role builds the zip of its program on the
 controller and copies it. It is the same bytes for the same sources (sorted entries, fixed
@@ -47,6 +48,8 @@ PROGRAMS = {
     "exporter": NodeProgram("cluster_plan.exporters.node", (), nvml_binding),
     # standard library only, and nothing of the package outside cluster_plan.backup
     "backup": NodeProgram("cluster_plan.backup.program", ("backup",)),
+    # standard library at import; torch or mpi4py from the node's software environment
+    "collectives": NodeProgram("cluster_plan.collectives.program", ("collectives",)),
 }
 
 

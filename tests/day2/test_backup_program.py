@@ -363,4 +363,4 @@ def test_the_bundle_command_builds_a_named_program(
     assert capsys.readouterr().out.split() == ["changed", "unchanged"]
     assert target.read_bytes() == node_bundle.bundle("backup")
     assert node_bundle.main(["nothing", str(target)]) == 2
-    assert "backup|exporter FILE" in capsys.readouterr().err
+    assert "backup|collectives|exporter FILE" in capsys.readouterr().err
