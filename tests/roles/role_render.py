@@ -1,6 +1,7 @@
 """Render a role's templates for one plan host the way Ansible would, without a host.
 
-Variables are layered as in a play: role defaults, the distribution's vars file, then what the
+Variables are layered as in a play: role defaults, the distribution's vars file, the role's
+vars/main.yml, then what the
 cluster_plan inventory plugin gives the host (`cluster_plan`, `plan_host`, `hostvars`,
 `groups`). Strings from the role's YAML are trusted as templates, as Ansible trusts them.
 """
@@ -49,6 +50,8 @@ def host_variables(
     variables: dict[str, Any] = {}
     variables.update(_role_file(str(ROLES / role / "defaults/main.yml")))
     variables.update(_role_file(str(ROLES / role / "vars" / f"{distribution}.yml")))
+    if (ROLES / role / "vars" / "main.yml").is_file():  # what the role derives from those
+        variables.update(_role_file(str(ROLES / role / "vars" / "main.yml")))
     variables.update(
         cluster_plan=plan,
         plan_host=hosts[host],

@@ -1,7 +1,7 @@
-"""The Ceph, NFS, teams, firewall, Kubernetes and monitoring filter plugins only adapt: each
-filter name the roles use is the package function of that name (the decisions are tested in
-test_ceph_plan.py, test_nfs_plan.py, test_slurm_teams.py, test_k8s_role_filters.py,
-test_monitoring_role.py and through the rendered templates)."""
+"""The Ceph, NFS, teams, firewall, Kubernetes, monitoring and software filter plugins only
+adapt: each filter name the roles use is the package function of that name (the decisions are
+tested in test_ceph_plan.py, test_nfs_plan.py, test_slurm_teams.py, test_k8s_role_filters.py,
+test_monitoring_role.py, test_software_role_view.py and through the rendered templates)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import kubernetes_plan
 import monitoring_plan
 import nfs_plan
 import pytest
+import software_plan
 import team_policy
 
 from cluster_plan.kubernetes import role_view as kubernetes_view
 from cluster_plan.monitoring import role_view as monitoring_view
 from cluster_plan.network import firewall
+from cluster_plan.software import role_view as software_view
 from cluster_plan.storage import ceph, mounts, nfs
 from cluster_plan.teams import policy
 
@@ -63,6 +65,12 @@ ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
         dict.fromkeys(["kubernetes_rendering", "kubernetes_calico_manifest"], kubernetes_view),
     ),
     (monitoring_plan, dict.fromkeys(["monitoring_rendering", "monitoring_gpus"], monitoring_view)),
+    (
+        software_plan,
+        dict.fromkeys(
+            ["software_packages", "software_pip_builds", "software_modules"], software_view
+        ),
+    ),
 ]
 
 

@@ -49,6 +49,7 @@ HOSTILE = {
 }
 # plan key -> where the value sits (the expanded plan keeps the plan's own sections)
 TEAM = ("teams", "vision", "users", 0)
+SOFTWARE = ("software", "environments", "pytorch", 0)
 TARGETS: dict[str, tuple[Any, ...]] = {
     "nfs export path": ("storage", "nfs", "exports", 0, "path"),
     "nfs export mount": ("storage", "nfs", "exports", 0, "mount"),
@@ -65,6 +66,15 @@ TARGETS: dict[str, tuple[Any, ...]] = {
     "team user name": (*TEAM, "name"),
     "team user key": (*TEAM, "ssh_keys", 0),
     "rack row": ("racks", "r1", "row"),
+    "software module": (*SOFTWARE, "module"),
+    "software package": (*SOFTWARE, "packages", 0),
+    "software version": (*SOFTWARE, "version"),
+}
+# The expanded plan gives each host its builds (plan_host.software): the roles read them there.
+HOST_COPIES = {
+    target: [("hosts", host, "software", "pytorch", *path[4:]) for host in ("gpu01", "gpu02")]
+    for target, path in TARGETS.items()
+    if path[0] == "software"
 }
 
 # A sound value for each, unique in every rendered file: where it shows up is what writes it.
@@ -84,6 +94,9 @@ MARKERS = {
     "team user name": "qq12x",
     "team user key": "qq13x",
     "rack row": "qq14x",
+    "software module": "qq15x/1.13",
+    "software package": "qq16x",
+    "software version": "9.8.7.6",
 }
 
 
@@ -94,6 +107,12 @@ def _put(data: Any, path: tuple[Any, ...], value: Any) -> None:
         data.append(value)
     else:
         data[path[-1]] = value
+
+
+def _put_target(expanded: dict[str, Any], target: str, value: Any) -> None:
+    """The value at the target's key of the expanded plan and wherever expand copied it."""
+    for path in [TARGETS[target], *HOST_COPIES.get(target, [])]:
+        _put(expanded, path, value)
 
 
 def _lab_plan() -> dict[str, Any]:
@@ -187,6 +206,13 @@ _ITEMS = {
     ("nfs", "nfs.mount.j2"): "{{ nfs_exports | first }}",
     ("monitoring", "cluster-plan-exporter.service.j2"): _MONITORING_ITEM,
     ("monitoring", "cluster-plan-exporter.timer.j2"): _MONITORING_ITEM,
+    # torch's module; a host without modules renders one of Debian's torch
+    ("software", "modulefile.lua.j2"): (
+        "{{ ((software_modules | selectattr('environment', 'equalto', 'pytorch') | list)"
+        " + ({'pytorch': {'version': '1.13', 'source': 'debian',"
+        " 'build': 'cpu', 'packages': ['python3-torch'], 'module': 'pytorch/1.13'}}"
+        " | cluster_plan.cluster.software_modules('/m'))) | first }}"
+    ),
 }
 # Plan values written by tasks rather than templates: (role, task file, task name, field path).
 _TASK_FIELDS = [
@@ -317,9 +343,11 @@ def baseline(lab_expanded_once: dict[str, Any]) -> dict[str, str | Exception]:
 def writers(lab_expanded_once: dict[str, Any]) -> dict[str, set[str]]:
     """For each plan key, the renders that write its value (where its marker shows up)."""
     expanded = copy.deepcopy(lab_expanded_once)
-    for target, path in TARGETS.items():
+    for target in TARGETS:
         marker = MARKERS[target]
-        _put(expanded, path, f"ssh-ed25519 {_ED25519} {marker}" if "key" in target else marker)
+        _put_target(
+            expanded, target, f"ssh-ed25519 {_ED25519} {marker}" if "key" in target else marker
+        )
     rendered = _render_all(expanded)
     failed = {k: str(v)[:200] for k, v in rendered.items() if isinstance(v, Exception)}
     assert not failed
@@ -347,7 +375,7 @@ def test_hostile_values_are_refused_or_written_as_data(
     assert writers[target], f"no template writes {target}: drop it from TARGETS"
     for value_name, value in HOSTILE.items():
         expanded = copy.deepcopy(lab_expanded_once)
-        _put(expanded, TARGETS[target], value)
+        _put_target(expanded, target, value)
         for key, result in _render_all(expanded, writers[target]).items():
             normal = baseline[key]
             assert isinstance(normal, str)

@@ -1,0 +1,64 @@
+"""What the software role installs on one host, as plain data from the host's builds
+(environment -> build, plan_host.software); the filters of plugins/filter/software_plan.py."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+
+def _builds(environments: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
+    return sorted((environments or {}).items())
+
+
+def software_packages(environments: Mapping[str, Any] | None) -> list[str]:
+    """The Debian packages of the host's Debian builds, each once, sorted: one apt run."""
+    return sorted(
+        {
+            str(package)
+            for _, build in _builds(environments)
+            if build.get("source") == "debian"
+            for package in build.get("packages") or []
+        }
+    )
+
+
+def software_pip_builds(environments: Mapping[str, Any] | None) -> list[str]:
+    """The host's pip builds, as `environment version`."""
+    return [
+        f"{env} {build.get('version')}"
+        for env, build in _builds(environments)
+        if build.get("source") == "pip"
+    ]
+
+
+def software_modules(
+    environments: Mapping[str, Any] | None, modulefiles_dir: str
+) -> list[dict[str, Any]]:
+    """One Lmod module per build that names one: what its modulefile says and where it goes
+    (`<modulefiles_dir>/<name>/<version>.lua`, so `module load name/version` finds it)."""
+    modules = []
+    for env, build in _builds(environments):
+        module = build.get("module")
+        if not module:
+            continue
+        name, _, version = str(module).partition("/")
+        prefix = build.get("prefix")
+        modules.append(
+            {
+                "environment": env,
+                "module": str(module),
+                "name": name,
+                "version": version,
+                "build_version": str(build.get("version")),
+                "path": posixpath.join(modulefiles_dir, name, f"{version}.lua"),
+                "source": build.get("source"),
+                "build": build.get("build"),
+                "packages": list(build.get("packages") or []),
+                "prefix": prefix,
+                # a pip build's programs (torchrun, python) come first on PATH
+                "bin": posixpath.join(str(prefix), "bin") if prefix else None,
+            }
+        )
+    return modules

@@ -1,0 +1,76 @@
+"""What the software role installs on a host, from its builds (cluster_plan.software.role_view):
+the lab plan's training nodes and a plan with a pip build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_plan.api import load_expanded
+from cluster_plan.software.role_view import (
+    software_modules,
+    software_packages,
+    software_pip_builds,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def lab_hosts() -> dict[str, Any]:
+    hosts: dict[str, Any] = load_expanded(str(ROOT / "inventory" / "lab" / "cluster.yml"))["hosts"]
+    return hosts
+
+
+def test_training_nodes_get_torch_and_open_mpi_in_one_sorted_list(
+    lab_hosts: dict[str, Any],
+) -> None:
+    packages = software_packages(lab_hosts["gpu01"]["software"])
+    assert packages == sorted(
+        ["python3-torch", "openmpi-bin", "libopenmpi-dev", "python3-mpi4py", "libpmix2"]
+    )
+    assert software_pip_builds(lab_hosts["gpu01"]["software"]) == []
+
+
+@pytest.mark.parametrize("host", ["head01", "cpu01", "infer01", "stor01"])
+def test_hosts_outside_the_training_pool_get_nothing(lab_hosts: dict[str, Any], host: str) -> None:
+    assert software_packages(lab_hosts[host]["software"]) == []
+    assert software_modules(lab_hosts[host]["software"], "/m") == []
+
+
+def test_one_modulefile_per_build_with_a_module(lab_hosts: dict[str, Any]) -> None:
+    modules = software_modules(lab_hosts["gpu01"]["software"], "/etc/cluster-plan/modulefiles")
+    by_env = {m["environment"]: m for m in modules}
+    assert set(by_env) == {"mpi", "pytorch"}
+    torch = by_env["pytorch"]
+    assert torch["path"] == "/etc/cluster-plan/modulefiles/pytorch/1.13.lua"
+    assert (torch["name"], torch["version"], torch["build_version"]) == ("pytorch", "1.13", "1.13")
+    assert torch["bin"] is None  # Debian's torch is on the system's PATH
+    assert by_env["mpi"]["module"] == "openmpi/4.1"
+
+
+def test_a_pip_build_puts_its_prefix_first_on_path_and_is_reported() -> None:
+    envs = {
+        "pytorch": {
+            "version": "2.5.1+cu121",
+            "source": "pip",
+            "build": "cuda",
+            "packages": ["torch", "nvidia-nccl-cu12"],
+            "prefix": "/shared/sw/pytorch/2.5.1",
+            "index_url": "https://download.pytorch.org/whl/cu121",
+            "module": "pytorch/2.5.1",
+        },
+        "mpi": {"version": "4.1", "source": "debian", "packages": ["openmpi-bin"], "module": None},
+    }
+    assert software_packages(envs) == ["openmpi-bin"]  # pip projects are not apt packages
+    assert software_pip_builds(envs) == ["pytorch 2.5.1+cu121"]
+    (module,) = software_modules(envs, "/m")
+    assert module["bin"] == "/shared/sw/pytorch/2.5.1/bin"
+    assert module["path"] == "/m/pytorch/2.5.1.lua"
+
+
+def test_a_host_without_software_gets_nothing() -> None:
+    assert software_packages(None) == []
+    assert software_modules({}, "/m") == []
