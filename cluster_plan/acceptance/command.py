@@ -119,7 +119,33 @@ def _summary(report: dict[str, Any]) -> str:
             f"rados bench write {write['mb_s']} MB/s, read {read['mb_s']} MB/s"
         )
         lines += [f"  fault   storage           {p}" for p in storage["problems"]]
+    lines += _collectives_summary(report.get("collectives"))
     return "\n".join(lines)
+
+
+def _collectives_summary(section: dict[str, Any] | None) -> list[str]:
+    if not section:
+        return []
+    lines = []
+    for pool in section["pools"]:
+        busbw = "n/a" if pool["busbw_GBps"] is None else f"{pool['busbw_GBps']:g} GB/s"
+        lines.append(
+            f"  collectives {'passed' if pool['passed'] else 'FAILED'}: pool {pool['pool']}, "
+            f"{pool['backend']} all-reduce on {pool['ranks']} ranks, bus bandwidth {busbw} "
+            f"(floor {pool['floor_GBps']:g})"
+        )
+    for job in section["training"]:
+        lines.append(
+            f"  training {'passed' if job['passed'] else 'FAILED'}: pool {job['pool']}, job "
+            f"{job['job']}, loss {job['first_loss']} -> {job['last_loss']} in {job['steps']} "
+            f"steps, weights {'identical' if job['identical_weights'] else 'DIFFERENT'} on "
+            f"{job['ranks']} ranks"
+        )
+    lines += [
+        f"  skipped collectives on pool {s['pool']}: {s['reason']}" for s in section["skipped"]
+    ]
+    lines += [f"  fault   collectives       {p}" for p in section["problems"]]
+    return lines
 
 
 def _html_output(results: Path, output: Path | None) -> Path:
@@ -262,7 +288,7 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
     addresses = {n: str(h.get("address", n)) for n, h in (expanded.get("hosts") or {}).items()}
     options = RunOptions(
         omit_s=args.omit, probes=args.probes, phases=phases, retest=not args.no_retest,
-        sequential=args.sequential,
+        sequential=args.sequential, node_programs=args.transport != "lab-netns",
     )  # fmt: skip
     out_dir = args.output_dir or Path("reports") / spec.cluster
     inputs = inputs_fingerprint(spec, phases)

@@ -233,6 +233,10 @@ def render_html(report: Mapping[str, Any]) -> str:
         ]
     if report.get("storage"):
         body += _storage(report["storage"])
+    if report.get("collectives"):
+        from cluster_plan.acceptance.collectives_html import collectives_html
+
+        body += collectives_html(report["collectives"])
     from cluster_plan.acceptance.compare_html import render_comparison  # it draws with ours
 
     body += render_comparison(report)

@@ -88,6 +88,7 @@ def build_report(
     timing: Mapping[str, Any],
     omit_s: int,
     storage: Mapping[str, Any] | None = None,
+    collectives: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     c = spec.criteria
     medians = {
@@ -149,6 +150,8 @@ def build_report(
     }
     if storage is not None:
         report["storage"] = dict(storage)
+    if collectives is not None:
+        report["collectives"] = dict(collectives)
     report["passed"] = judge_report(report)
     return report
 
@@ -172,11 +175,12 @@ def load_report(path: Path) -> dict[str, Any]:
 
 
 def judge_report(report: Mapping[str, Any]) -> bool:
-    """Whether the cluster passed, from the report's findings and storage problems (what
-    `passed` was made from), never from the `passed` flag a file may carry."""
+    """Whether the cluster passed, from the report's findings and the storage and collectives
+    problems (what `passed` was made from), never from the `passed` flag a file may carry."""
     faults = [f for f in report["findings"] if f["severity"] == "fault"]
     storage = report.get("storage") or {}
-    return not faults and not storage.get("problems")
+    collectives = report.get("collectives") or {}
+    return not faults and not storage.get("problems") and not collectives.get("problems")
 
 
 def validate_report(document: object) -> list[str]:

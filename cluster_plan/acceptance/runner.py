@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from cluster_plan.acceptance.collectives import run_collectives_phase
 from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.acceptance.fping import (
     ProbeSample,
@@ -48,7 +49,9 @@ from cluster_plan.acceptance.verdicts import (
 
 Progress = Callable[[str], None]
 NETWORK_PHASES = ("latency", "mtu", "bandwidth")
-PHASES = (*NETWORK_PHASES, "storage")  # storage: plans with Ceph only
+# storage: plans with Ceph; collectives and training: Slurm pools the plan gives torch or MPI
+JOB_PHASES = ("collectives", "training")
+PHASES = (*NETWORK_PHASES, "storage", *JOB_PHASES)
 MTU_RETEST_PROBES = 10
 MTU_TIMEOUT_S = 30  # one fping of a few jumbo frames per target; far more than it needs
 
@@ -78,6 +81,7 @@ class RunOptions:
     retest: bool = True
     sequential: bool = False  # pair by pair, one at a time: the benchmark's baseline
     connect_retry_s: float = 3.0  # how long a client retries a server that is still starting
+    node_programs: bool = True  # False: the transport runs this machine's tools (lab-netns)
 
 
 class AcceptanceRunner:
@@ -290,6 +294,31 @@ class AcceptanceRunner:
         self.timing["storage_s"] = round(time.monotonic() - started, 2)
         return section
 
+    # -- collectives and training ------------------------------------------------------------
+    def network_suspects(self, nodes: Sequence[str]) -> list[str]:
+        """The nodes among `nodes` the bandwidth phase of this run found slow."""
+        found = judge(self.bandwidth, [], [], self.spec.criteria)
+        named = {
+            f.node for f in found if f.node and f.kind == "bandwidth" and f.severity == "fault"
+        }
+        return sorted(named & set(nodes))
+
+    def collectives_phase(self) -> dict[str, Any] | None:
+        """All-reduce sweeps and a training job through Slurm, on its first controller."""
+        spec = self.spec.collectives
+        phases = [p for p in JOB_PHASES if p in self.options.phases]
+        if spec is None or not phases:
+            return None
+        if not self.options.node_programs:
+            self.progress("collectives: skipped, the transport runs this machine's tools")
+            return None
+        started = time.monotonic()
+        section = run_collectives_phase(
+            spec, self._run, self.progress, self.network_suspects, phases
+        )
+        self.timing["collectives_s"] = round(time.monotonic() - started, 2)
+        return section
+
     # -- all -------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -306,12 +335,13 @@ class AcceptanceRunner:
         if self.options.retest:
             self.retest_phase()
         storage = self.storage_phase()
+        collectives = self.collectives_phase()
         self.timing["total_s"] = round(time.monotonic() - started, 2)
         self.timing["test_s"] = self.test_seconds
         findings = judge(self.bandwidth, self.probes, self.mtu, self.spec.criteria)
         report = build_report(
             self.spec, self.bandwidth, self.probes, self.mtu, findings, self.timing,
-            self.options.omit_s, storage,
+            self.options.omit_s, storage, collectives,
         )  # fmt: skip
         verdict = "PASSED" if report["passed"] else "FAILED"
         self.progress(f"{self.spec.cluster}: {verdict} in {self.timing['total_s']} s")

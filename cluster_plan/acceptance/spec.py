@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cluster_plan.acceptance.collectives import CollectivesSpec, collectives_spec_from_expanded
 from cluster_plan.acceptance.fping import probes_for_loss
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit
@@ -66,6 +67,7 @@ class AcceptanceSpec:
     fabric: Fabric
     criteria: Criteria
     storage: StorageSpec | None = None  # None: the plan has no Ceph
+    collectives: CollectivesSpec | None = None  # None: no Slurm pool with torch or MPI
 
 
 def spec_from_expanded(
@@ -97,6 +99,7 @@ def spec_from_expanded(
         fabric=fabric_from_topology(expanded["topology"]),
         criteria=criteria,
         storage=storage_spec_from_expanded(expanded),
+        collectives=collectives_spec_from_expanded(expanded, nodes),
     )
 
 

@@ -244,10 +244,19 @@ class AcceptanceHistory(TypedDict):
     tolerance: HistoryTolerance
 
 
+class CollectivesAcceptance(TypedDict):
+    min_link_fraction: float
+    intra_node_min_busbw_GBps: float | None
+    max_message_mib: int
+    training_steps: int
+    timeout_s: int
+
+
 class Acceptance(TypedDict):
     network: NetworkAcceptance | None
     gpu: GpuAcceptance
     storage: StorageAcceptance
+    collectives: CollectivesAcceptance
     history: AcceptanceHistory
 
 

@@ -168,6 +168,13 @@ PLAN_DEFAULTS: dict[str, Any] = {
     # storage acceptance runs in plans with Ceph; its pool is derived below
     "acceptance.storage": {},
     "acceptance.storage.bench_seconds": 10,
+    # collectives run where the software section gives a pool torch or MPI (docs/collectives.md)
+    "acceptance.collectives": {},
+    "acceptance.collectives.min_link_fraction": 0.8,
+    "acceptance.collectives.intra_node_min_busbw_GBps": None,
+    "acceptance.collectives.max_message_mib": 64,
+    "acceptance.collectives.training_steps": 60,
+    "acceptance.collectives.timeout_s": 600,
     # the run history; its database defaults to history.sqlite beside the reports
     "acceptance.history": {},
     "acceptance.history.database": None,
