@@ -309,6 +309,7 @@ class PoolVerdict:
     localised_by: str | None = None
     pairs: list[dict[str, Any]] = field(default_factory=list)
     retest_busbw: float | None = None  # the largest message again, alone: it decides
+    intra: dict[str, Any] | None = None  # NCCL within each node (pools with GPUs)
 
     @property
     def busbw(self) -> float | None:
@@ -335,6 +336,14 @@ class PoolVerdict:
                 f"{self.rows[-1]['bytes']} bytes, below the floor {pool.floor_GBps:g} GB/s "
                 f"({pool.link_gbps:g} Gb/s links){named}"
             )
+        intra = self.intra or {}
+        out += [
+            f"pool {pool.pool}: node {n['node']}: "
+            + (f"intra-node all-reduce did not run: {n['error']}" if n["error"] else
+               f"intra-node all-reduce bus bandwidth {n['busbw_GBps']:g} GB/s, below the "
+               f"floor {intra['floor_GBps']:g} GB/s")
+            for n in intra.get("nodes") or [] if not n["passed"]
+        ]  # fmt: skip
         return out
 
     def as_dict(self, spec: CollectivesSpec) -> dict[str, Any]:
@@ -352,7 +361,7 @@ class PoolVerdict:
             "retested": self.retest_busbw is not None,
             "correct": self.correct,
             "sizes": self.rows,
-            "intra_node": _intra_node(self.pool),
+            "intra_node": self.intra or _intra_node(self.pool),
             "suspects": self.suspects,
             "localised_by": self.localised_by,
             "pairs": self.pairs,
@@ -372,8 +381,25 @@ def _intra_node(pool: PoolRun) -> dict[str, Any]:
     return {
         "measured": False,
         "floor_GBps": pool.intra_floor_GBps,
-        "reason": "the intra-node sweep runs on NVIDIA hosts (docs/collectives.md)",
+        "reason": "one GPU per node: nothing to all-reduce within a node",
     }
+
+
+def judge_intra(pool: PoolRun, results: dict[str, PoolVerdict]) -> dict[str, Any]:
+    """Each node's single-node NCCL sweep against the intra-node floor (none: reported only)."""
+    floor = pool.intra_floor_GBps
+    nodes = []
+    for node, verdict in results.items():
+        busbw = verdict.busbw
+        error = verdict.error or (None if verdict.correct else "an all-reduce returned a wrong sum")
+        nodes.append({
+            "node": node,
+            "busbw_GBps": busbw,
+            "error": error,
+            "passed": error is None and (floor is None or (busbw or 0.0) >= floor),
+        })  # fmt: skip
+    reason = None if floor is not None else "no catalog floor for this GPU model and count"
+    return {"measured": True, "floor_GBps": floor, "reason": reason, "nodes": nodes}
 
 
 def judge_sweep(pool: PoolRun, result: CommandResult, rate_scale: float) -> PoolVerdict:
@@ -443,7 +469,20 @@ class CollectivesPhase:
             verdict.retest_busbw = retest.busbw if retest.busbw is not None else verdict.busbw
         if verdict.below_floor:
             self.localise(verdict)
+        if pool.backend == "nccl" and pool.procs_per_node > 1:
+            verdict.intra = self.intra_node(pool)
         return verdict
+
+    def intra_node(self, pool: PoolRun) -> dict[str, Any]:
+        """NCCL across the GPUs of each node alone (NVLink, PCIe): the sizes of the sweep, one
+        node at a time, judged on the largest message (not scaled: no lab link is crossed)."""
+        results = {}
+        for node in pool.nodes:
+            self.progress(f"collectives: NCCL all-reduce within {node}")
+            argv = sweep_argv(self.spec, pool, [node], self.spec.sizes)
+            result = self.run(self.spec.submit_host, argv, self.spec.timeout_s + 30)
+            results[node] = judge_sweep(pool, result, 1.0)
+        return judge_intra(pool, results)
 
     def _sweep(self, pool: PoolRun, nodes: Sequence[str], sizes: Sequence[int]) -> PoolVerdict:
         argv = sweep_argv(self.spec, pool, nodes, sizes)

@@ -123,6 +123,20 @@ def _rows_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _intra_text(intra: Mapping[str, Any]) -> str:
+    """The intra-node figures per node (failing ones in bold), or why there are none."""
+    if not intra.get("measured"):
+        return escape(str(intra.get("reason")))
+    floor = intra.get("floor_GBps")
+    figures = []
+    for node in intra.get("nodes") or []:
+        text = escape(node["error"] or f"{node['busbw_GBps']:g} GB/s")
+        text = f"{escape(node['node'])} {text}"
+        figures.append(text if node["passed"] else f"<b>{text}</b>")
+    against = f"floor {floor:g} GB/s" if floor is not None else escape(str(intra.get("reason")))
+    return f"NCCL within each node ({against}): " + ", ".join(figures)
+
+
 def collectives_html(section: Mapping[str, Any]) -> list[str]:
     """The collectives and training sections of the HTML report."""
     parts = [
@@ -146,7 +160,7 @@ def collectives_html(section: Mapping[str, Any]) -> list[str]:
                 if named
                 else ""
             )
-            + f". Intra-node: {escape(str(pool['intra_node']['reason']))}.</p>",
+            + f". Intra-node: {_intra_text(pool['intra_node'])}.</p>",
             busbw_chart(pool),
             _rows_table(pool["sizes"]),
         ]

@@ -258,3 +258,51 @@ def test_the_report_carries_the_section_and_fails_with_it(lab: dict[str, Any]) -
     assert "<b>gpu02</b>" in html and "training loss of pool gpu" in html
     text = "\n".join(_collectives_summary(failed["collectives"]))
     assert "collectives FAILED: pool gpu" in text and "training passed" in text
+
+
+def nccl_output(busbw_GBps: float, ranks: int) -> str:
+    """A sweep's document as the program prints it for NCCL (one size, made up: no GPU here)."""
+    seconds = (1 << 30) / (busbw_GBps * 1e9 / (2 * (ranks - 1) / ranks))
+    return json.dumps({
+        "backend": "nccl", "correct": True, "hosts": ["x"] * ranks, "ranks": ranks,
+        "results": [{"bytes": 1 << 30, "time_us": seconds * 1e6, "iterations": 5,
+                     "algbw_GBps": busbw_GBps / (2 * (ranks - 1) / ranks),
+                     "busbw_GBps": busbw_GBps}],
+    })  # fmt: skip
+
+
+def test_nccl_pools_are_also_swept_within_each_node_against_the_catalog_floor(
+    h100: dict[str, Any],
+) -> None:
+    """Four nodes of 8 H100 SXM: the pool across nodes at 40 GB/s (100 Gb/s links, floor 10)
+    passes; within gpu03 NCCL reaches 380 GB/s, under the catalog's 460: that node fails."""
+    spec = collectives_spec_from_expanded(h100)
+    assert spec is not None
+    calls: list[list[str]] = []
+
+    def cluster(host: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        calls.append(list(argv))
+        nodes = next(a for a in argv if a.startswith("--nodelist=")).split("=")[1].split(",")
+        if len(nodes) > 1:
+            return CommandResult(tuple(argv), 0, nccl_output(11.5, 8 * len(nodes)), "")
+        return CommandResult(tuple(argv), 0, nccl_output(380 if nodes == ["gpu03"] else 470, 8), "")
+
+    section = run_collectives_phase(spec, cluster, lambda m: None, no_network, ["collectives"])
+    (pool,) = section["pools"]
+    intra = pool["intra_node"]
+    assert intra["measured"] and intra["floor_GBps"] == 460.0
+    assert [(n["node"], n["passed"]) for n in intra["nodes"]] == [
+        ("gpu01", True), ("gpu02", True), ("gpu03", False), ("gpu04", True),
+    ]  # fmt: skip
+    assert section["problems"] == [
+        "pool gpu: node gpu03: intra-node all-reduce bus bandwidth 380 GB/s, below the floor "
+        "460 GB/s"
+    ]
+    single = [a for a in calls if "--nodes=1" in a]
+    assert len(single) == 4 and all(
+        "--gres=gpu:8" in a and "--ntasks-per-node=8" in a for a in single
+    )
+    report = build_report(spec_from_expanded(h100), [], [], [], [], {}, 1, None, section)
+    assert validate_report(report) == [] and not judge_report(report)
+    html = "".join(collectives_html(section))
+    assert "NCCL within each node (floor 460 GB/s)" in html and "<b>gpu03 380 GB/s</b>" in html
