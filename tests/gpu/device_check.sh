@@ -47,3 +47,28 @@ done
 
 "$PY" tests/gpu/nvml_replay.py record "$OUT/recording.json" > /dev/null
 echo "recording: rc=$? -> $OUT/recording.json"
+
+# Issue 27, item 7: the collectives program on real CUDA, where python3 has a CUDA build of
+# torch. One GPU: the all-reduce has one rank (busbw is 0 by definition, algbw is the time of
+# NCCL's one-rank operation), which still runs the program's NCCL path end to end; the DDP job
+# trains on the GPU through torchrun. Writes allreduce-nccl.json and train-nccl.json.
+if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() and torch.distributed.is_nccl_available() else 1)' 2>/dev/null; then
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), torch.cuda.device_count(), "GPU(s):", torch.cuda.get_device_name(0))'
+  "$PY" -m cluster_plan.node_bundle collectives "$OUT/cluster-plan-collectives.pyz" > /dev/null
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 timeout 300 "$PY" "$OUT/cluster-plan-collectives.pyz" allreduce \
+    --backend nccl --init tcp://127.0.0.1:29511 \
+    --sizes 4096,65536,1048576,16777216,268435456,1073741824 > "$OUT/allreduce-nccl.json"
+  echo "collectives allreduce (nccl, 1 rank): rc=$?"
+  timeout 300 "$PY" -m torch.distributed.run --nnodes 1 --nproc_per_node 1 \
+    --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:29400 \
+    "$OUT/cluster-plan-collectives.pyz" train --backend nccl --steps 60 > "$OUT/train-nccl.json"
+  echo "collectives train (nccl, 1 rank, torchrun): rc=$?"
+  "$PY" -c 'import json,sys
+a = json.load(open(sys.argv[1])); t = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+for r in a["results"]:
+    print("  allreduce %11d B: %10.1f us, algbw %8.2f GB/s" % (r["bytes"], r["time_us"], r["algbw_GBps"]))
+print("  train: loss", t["first_loss"], "->", t["last_loss"], "identical weights", t["identical_weights"])' \
+    "$OUT/allreduce-nccl.json" "$OUT/train-nccl.json"
+else
+  echo "collectives: no CUDA build of torch with NCCL in $PY; skipped"
+fi

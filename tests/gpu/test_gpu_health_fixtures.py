@@ -221,3 +221,14 @@ def test_failing_gpus_are_exactly_those_past_a_limit(
         f["gpu"] for f in report["findings"] if f["check"] == "pcie_width" and f["status"] == "fail"
     ] == narrow
     assert report["verdict"] == ("fail" if hot or narrow else "pass")
+
+
+def test_the_recorded_h200_fails_a_plan_of_eight_h100s_on_count_model_and_memory() -> None:
+    """What real NVML said on the lent machine (device_check.sh, 2026-12-04), judged against
+    the wrong plan: the three checks that must catch a misdelivered node."""
+    fixture = json.loads((Path(__file__).parent / "fixtures/recorded_1x_h200.json").read_text())
+    wrong = {"count": 8, "gres_type": "h100", "kind": "gpu", "model": "H100-SXM5-80GB",
+             "vendor": "nvidia"}  # fmt: skip
+    report = judge_node("device", facts_for(fixture), wrong, fixture["acceptance_gpu"])
+    assert report["verdict"] == "fail"
+    assert {check for _, check in keyed(report, "fail")} == {"count", "model", "memory"}
