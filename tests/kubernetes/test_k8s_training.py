@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from k8s_admission import Admission
-from k8s_plans import TRAINING_IMAGE, expanded_plan, lab_plan_as_kubernetes, rendered
+from k8s_plans import (
+    LAB_PLAN,
+    TRAINING_IMAGE,
+    as_kubernetes,
+    expanded_plan,
+    lab_plan_as_kubernetes,
+    rendered,
+)
 from k8s_scheduling import feasible
 from test_k8s_objects import api_problems
 
 from cluster_plan.kubernetes import files, render
 from cluster_plan.kubernetes.training import DDP_CHECK
 from cluster_plan.kubernetes.versions import SUPPORTED
+from cluster_plan.plan.allocate import allocate_addresses
+from cluster_plan.plan.expand import expand
 from cluster_plan.plan.validate import validate_text
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
@@ -329,6 +340,61 @@ def test_image_references_are_accepted(image):
 def test_hostile_image_strings_are_refused(image):
     codes = {code for code, path in findings(kubernetes_plan(image)) if path == IMAGE_PATH}
     assert codes & {"format", "type"}
+
+
+def lab_text(edit: Callable[[dict[str, Any]], None] | None = None) -> str:
+    plan = as_kubernetes(yaml.safe_load(LAB_PLAN.read_text()))
+    if edit:
+        edit(plan)
+    return yaml.safe_dump(plan, sort_keys=False)
+
+
+def shared_cuda(plan: dict[str, Any]) -> None:
+    cuda_build(plan)
+    plan["scheduler"]["kubernetes"]["gpu_sharing"] = {"mode": "time-slicing", "replicas": 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        pytest.param(lambda: lab_text(), [], id="a-job"),
+        pytest.param(lambda: lab_text(cuda_build), [], id="a-cuda-job"),
+        pytest.param(
+            lambda: lab_text(lambda p: p.pop("software")),
+            ["training-image-unused"],
+            id="no-software",
+        ),
+        pytest.param(
+            lambda: lab_text(
+                lambda p: p["software"]["environments"]["pytorch"][0].update(classes=["general"])
+            ),
+            ["training-image-unused"],
+            id="build-elsewhere",
+        ),
+        pytest.param(  # a build for a pool the training class runs on reaches it
+            lambda: lab_text(
+                lambda p: p["software"]["environments"]["pytorch"][0].update(
+                    classes=[], pools=["gpu"]
+                )
+            ),
+            [],
+            id="build-by-pool",
+        ),
+        pytest.param(lambda: lab_text(shared_cuda), ["training-image-unused"], id="shared-gpus"),
+        pytest.param(
+            lambda: kubernetes_plan('"pytorch/pytorch:2.5.1-cuda12.1-cudnn9-runtime"'),
+            ["training-image-unused"],
+            id="base-without-software",
+        ),
+    ],
+)
+def test_validate_warns_of_an_image_without_a_job(text, found):
+    """The warning and the renderer agree: it fires exactly where no job is rendered."""
+    result = validate_text(text(), "plan.yml")
+    assert [f.code for f in result.findings if f.json_path == IMAGE_PATH] == found
+    lock, _ = allocate_addresses(result.plan, result.nodes, None)
+    rendering = render(expand(result.plan, result.nodes, lock))
+    assert bool(rendering.examples) is (found == [])
 
 
 def test_the_base_plan_as_kubernetes_is_sound():
