@@ -47,8 +47,13 @@ CUDA_BUILD = {
 }
 
 
+CUDA_IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.1-cudnn9-runtime"
+
+
 def cuda_build(plan: dict[str, Any]) -> None:
+    """The lab plan's training nodes get PyTorch's CUDA build, and the image that has it."""
     plan["software"]["environments"]["pytorch"] = [dict(CUDA_BUILD)]
+    plan["scheduler"]["kubernetes"]["training_image"] = CUDA_IMAGE
 
 
 _EXPANDED: dict[str, dict[str, Any]] = {}
@@ -240,6 +245,7 @@ def test_a_cpu_build_runs_one_process_and_holds_no_gpu():
 
 def test_the_image_is_the_plans():
     assert container(objects(lab())["Job"])["image"] == TRAINING_IMAGE
+    assert container(objects(lab("cuda"))["Job"])["image"] == CUDA_IMAGE
 
 
 # --- valid, admitted, runnable ---
@@ -382,7 +388,7 @@ def shared_cuda(plan: dict[str, Any]) -> None:
         ),
         pytest.param(lambda: lab_text(shared_cuda), ["training-image-unused"], id="shared-gpus"),
         pytest.param(
-            lambda: kubernetes_plan('"pytorch/pytorch:2.5.1-cuda12.1-cudnn9-runtime"'),
+            lambda: kubernetes_plan(f'"{CUDA_IMAGE}"'),
             ["training-image-unused"],
             id="base-without-software",
         ),
