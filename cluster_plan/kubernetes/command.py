@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         help="write the Kubernetes objects and kubeadm/kubelet configuration",
         description="Render a Kubernetes plan. With -o DIR, write every file (objects, "
         "kubeadm and kubelet configuration per node, network and reservation settings, and "
-        "prometheus-operator objects for a plan with monitoring) under "
+        "prometheus-operator objects for a plan with monitoring, the example training job "
+        "for a plan whose training class has a pytorch build and an image) under "
         "DIR and remove files of an earlier rendering that no longer apply; without it, print "
         "the API objects as YAML.",
     )

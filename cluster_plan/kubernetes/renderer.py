@@ -12,6 +12,8 @@ control plane):
     monitoring/NN-*.yaml         with a `monitoring` section: prometheus-operator objects
                                  (PrometheusRules, ServiceMonitors and the Services they
                                  select), not applied by the role (they need the operator)
+    examples/*.yaml              objects for users to apply with kubectl, never applied by
+                                 the role: the training class's distributed training job
 
 The objects' numbers leave room between stages: the teams' namespaces, quotas and time-limit
 policies (15-teams) come after the PriorityClasses their quotas name and before the policies
@@ -36,6 +38,7 @@ from cluster_plan.kubernetes.nodes import node_objects
 from cluster_plan.kubernetes.reservations import reservation_windows
 from cluster_plan.kubernetes.routing import priority_classes, routing_table
 from cluster_plan.kubernetes.teams import team_objects
+from cluster_plan.kubernetes.training import training_objects
 from cluster_plan.kubernetes.vip import static_pods
 from cluster_plan.views.rendered import write_tree
 
@@ -52,12 +55,16 @@ class Rendering:
     network: Document
     reservations: list[Document]
     monitoring: dict[str, list[Document]] = field(default_factory=dict)  # file stem -> objects
+    examples: dict[str, list[Document]] = field(default_factory=dict)  # file stem -> objects
 
     def all_objects(self) -> list[Document]:
         return [obj for stem in sorted(self.objects) for obj in self.objects[stem]]
 
     def monitoring_objects(self) -> list[Document]:
         return [obj for stem in sorted(self.monitoring) for obj in self.monitoring[stem]]
+
+    def example_objects(self) -> list[Document]:
+        return [obj for stem in sorted(self.examples) for obj in self.examples[stem]]
 
 
 def render(expanded: Expanded) -> Rendering:
@@ -71,6 +78,7 @@ def render(expanded: Expanded) -> Rendering:
         "30-admission": admission_objects(plan, table),
         "40-nodes": node_objects(plan),
     }
+    examples = {"training-job": training_objects(plan)}
     return Rendering(
         plan=plan,
         objects={stem: objs for stem, objs in objects.items() if objs},
@@ -80,6 +88,7 @@ def render(expanded: Expanded) -> Rendering:
         network=network_settings(plan),
         reservations=reservation_windows(plan),
         monitoring=monitoring_objects(expanded),
+        examples={stem: objs for stem, objs in examples.items() if objs},
     )
 
 
@@ -111,6 +120,8 @@ def files(rendering: Rendering) -> dict[str, str]:
     out = {f"objects/{stem}.yaml": dump_documents(objs) for stem, objs in rendering.objects.items()}
     for stem, objs in rendering.monitoring.items():
         out[f"monitoring/{stem}.yaml"] = dump_documents(objs)
+    for stem, objs in rendering.examples.items():
+        out[f"examples/{stem}.yaml"] = dump_documents(objs)
     for name, docs in rendering.kubeadm.items():
         out[f"kubeadm/{name}.yaml"] = dump_documents(docs)
     for name, patch in rendering.kubelet.items():

@@ -80,6 +80,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "scheduler.kubernetes.gpu_sharing": {},
     "scheduler.kubernetes.gpu_sharing.mode": "none",
     "scheduler.kubernetes.gpu_sharing.mig_strategy": "single",
+    "scheduler.kubernetes.training_image": None,
     "scheduler.workload_classes": {},
     "scheduler.workload_classes.*.needs": "any",
     "scheduler.workload_classes.*.default": False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ PLANS = {
 }
 _ROLES = {"slurm_controller": "k8s_control_plane", "slurm_compute": "k8s_worker"}
 _CACHE: dict[str, dict[str, Any]] = {}
+TRAINING_IMAGE = "docker.io/pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime"
 
 
 def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +33,12 @@ def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
     scheduler = plan["scheduler"]
     scheduler.pop("slurm", None)
     scheduler["type"] = "kubernetes"
-    scheduler["kubernetes"] = {"version": "1.36", "node_network": "compute"}
+    # the image of the lab's torch (Debian's 1.13.1), so the plan renders its training job
+    scheduler["kubernetes"] = {
+        "version": "1.36",
+        "node_network": "compute",
+        "training_image": TRAINING_IMAGE,
+    }
     # One control plane: the Slurm plan's HA pair (a primary and its backup) has no
     # counterpart in an odd etcd quorum, so only the primary's group keeps the role.
     groups = plan["node_groups"]
@@ -47,16 +54,24 @@ def as_kubernetes(plan: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
+def lab_plan_as_kubernetes(edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The lab plan as Kubernetes, expanded with its lock file, after `edit` changed the plan
+    (validate runs on the edited plan: an edit must keep it valid)."""
+    plan = as_kubernetes(yaml.safe_load(LAB_PLAN.read_text()))
+    if edit is not None:
+        edit(plan)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yml"
+        path.write_text(yaml.safe_dump(plan, sort_keys=False))
+        shutil.copy(LAB_PLAN.with_name("cluster.lock.json"), Path(tmp))
+        return load_expanded(path)
+
+
 def expanded_plan(name: str) -> dict[str, Any]:
     """The expanded plan (a copy) of one of PLANS."""
     if name not in _CACHE:
         if name == "lab-as-kubernetes":
-            with tempfile.TemporaryDirectory() as tmp:
-                plan = as_kubernetes(yaml.safe_load(LAB_PLAN.read_text()))
-                path = Path(tmp) / "cluster.yml"
-                path.write_text(yaml.safe_dump(plan, sort_keys=False))
-                shutil.copy(LAB_PLAN.with_name("cluster.lock.json"), Path(tmp))
-                _CACHE[name] = load_expanded(path)
+            _CACHE[name] = lab_plan_as_kubernetes()
         else:
             _CACHE[name] = load_expanded(PLANS[name])
     return copy.deepcopy(_CACHE[name])

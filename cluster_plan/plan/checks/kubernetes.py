@@ -1,6 +1,6 @@
 """Kubernetes plans: everything `cluster-plan k8s render` refuses, found at validate through
-the renderer's own rules (cluster_plan.kubernetes.cluster.refusals), and GPU sharing that
-fits the plan's GPUs."""
+the renderer's own rules (cluster_plan.kubernetes.cluster.refusals), GPU sharing that
+fits the plan's GPUs, and a training image for a training job the plan cannot have."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def check_kubernetes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     }
     yield from (f for f in refusals(view) if f.code not in _COUNTED_ELSEWHERE)
     yield from _gpu_sharing(plan, nodes, scheduler.get("kubernetes") or {})
+    yield from _training_image(plan, scheduler)
 
 
 def _gpu_models(plan: Plan, nodes: list[Node]) -> dict[str, str]:
@@ -85,3 +86,48 @@ def _gpu_sharing(plan: Plan, nodes: list[Node], k8s: dict[str, Any]) -> Iterator
             path,
             hint="use time-slicing for these GPUs; MIG needs A100, A30, H100, H200 or B200",
         )
+
+
+def _training_class(classes: dict[str, Any]) -> str | None:
+    """As the renderer picks it (cluster_plan.kubernetes.training)."""
+    if "training" in classes:
+        return "training"
+    return next((c for c, spec in classes.items() if spec.get("needs") == "gpu"), None)
+
+
+def _pytorch_builds(plan: Plan, classes: dict[str, Any], pool: object) -> list[dict[str, Any]]:
+    """The pytorch builds that reach `pool`: named by it or by a class that runs on it."""
+    builds = ((plan.get("software") or {}).get("environments") or {}).get("pytorch") or []
+    return [
+        b
+        for b in builds
+        if pool in (b.get("pools") or [])
+        or any((classes.get(c) or {}).get("pool") == pool for c in b.get("classes") or [])
+    ]
+
+
+def _training_image(plan: Plan, scheduler: dict[str, Any]) -> Iterator[Finding]:
+    """An image for the example training job the renderer will not write (docs/kubernetes.md,
+    "A distributed training job"): said here, since rendering nothing is not an error."""
+    k8s = scheduler.get("kubernetes") or {}
+    if not k8s.get("training_image"):
+        return
+    classes = scheduler.get("workload_classes") or {}
+    wclass = _training_class(classes)
+    builds = _pytorch_builds(plan, classes, (classes.get(wclass) or {}).get("pool"))
+    sharing = (k8s.get("gpu_sharing") or {}).get("mode", "none")
+    if wclass is None:
+        why = "the plan has no workload class named training or needing GPUs"
+    elif not builds:
+        why = f"the training class {wclass} gets no pytorch build (software.environments)"
+    elif any(b.get("build") == "cuda" for b in builds) and sharing != "none":
+        why = f"its CUDA build would share GPUs (gpu_sharing {sharing}): NCCL wants whole GPUs"
+    else:
+        return
+    yield Finding(
+        "training-image-unused",
+        f"training_image is set, but no training job is rendered: {why}",
+        (*_K8S, "training_image"),
+        severity="warning",
+        hint="see docs/kubernetes.md, 'A distributed training job'",
+    )
