@@ -57,6 +57,7 @@ def test_a_rerun_where_nothing_changed_skips_every_gated_stage(converged_lab: Co
         "ceph": len(hosts),
         "nfs": len(hosts),
         "slurm": len(slurm_hosts),
+        "software": len(hosts),
         "backup": len(hosts),
         "monitoring": len(hosts),
     }
