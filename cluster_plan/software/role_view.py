@@ -62,3 +62,38 @@ def software_modules(
             }
         )
     return modules
+
+
+def _host_environments(variables: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A host's builds as the role sees them: its software_environments where set (host vars,
+    -e), else the plan's (plan_host.software, the role's default)."""
+    chosen = variables.get("software_environments")
+    if chosen is None:
+        chosen = (variables.get("plan_host") or {}).get("software")
+    return chosen if isinstance(chosen, Mapping) else None
+
+
+def software_pip_installs(
+    play_hosts: Mapping[str, Mapping[str, Any]], host: str
+) -> list[dict[str, Any]]:
+    """The pip builds `host` installs: each prefix once, by the first host (in the play's order)
+    that gets it. The prefix is on a shared file system every host of the build mounts
+    (validate checks it), so one install serves them all and no two hosts write it at once.
+    `play_hosts`: each play host's variables (Ansible's hostvars), in the play's order."""
+    hosts_environments = {name: _host_environments(v) for name, v in play_hosts.items()}
+    first: dict[str, str] = {}
+    for name, environments in hosts_environments.items():
+        for _, build in _builds(environments):
+            if build.get("source") == "pip" and build.get("prefix"):
+                first.setdefault(str(build["prefix"]), name)
+    return [
+        {
+            "environment": env,
+            "version": str(build.get("version")),
+            "packages": list(build.get("packages") or []),
+            "prefix": str(build["prefix"]),
+            "index_url": build.get("index_url"),
+        }
+        for env, build in _builds(hosts_environments.get(host))
+        if build.get("source") == "pip" and first.get(str(build.get("prefix"))) == host
+    ]

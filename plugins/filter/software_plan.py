@@ -16,4 +16,5 @@ class FilterModule:
             "software_packages": role_view.software_packages,
             "software_pip_builds": role_view.software_pip_builds,
             "software_modules": role_view.software_modules,
+            "software_pip_installs": role_view.software_pip_installs,
         }

@@ -68,7 +68,13 @@ ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
     (
         software_plan,
         dict.fromkeys(
-            ["software_packages", "software_pip_builds", "software_modules"], software_view
+            [
+                "software_packages",
+                "software_pip_builds",
+                "software_modules",
+                "software_pip_installs",
+            ],
+            software_view,
         ),
     ),
 ]

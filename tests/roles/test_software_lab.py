@@ -12,8 +12,13 @@ role, this one included, `changed=0`) is test_slurm_lab's.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
+import re
 import shlex
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ from lab_helpers import PLAN, cli
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import changed_lines, playbook, recap
 from test_slurm_lab import SlurmLab
 
 from cluster_plan.acceptance.report import load_report
@@ -165,3 +171,97 @@ def test_a_slow_training_node_fails_collectives_and_is_named(
     assert json.dumps(report["nodes_at_fault"]).count('"gpu02"') == 1, report["nodes_at_fault"]
     print(f"slowed gpu02: busbw {pool['busbw_GBps']} GB/s against {pool['floor_GBps']}: "
           f"{report['collectives']['problems']}")  # fmt: skip
+
+
+# --- a pip build into a shared prefix, from an index served inside the lab -----------------
+
+PROBE = "cluster_plan_probe"
+INDEX_DIR = "/tmp/cluster-plan-index"
+INDEX_PORT = 8765
+
+
+def probe_wheel() -> tuple[str, bytes]:
+    """A pure-Python wheel of one module (name, bytes): what pip installs from the lab's index."""
+    files = {
+        f"{PROBE}/__init__.py": b'VERSION = "1.0"\n',
+        f"{PROBE}-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: cluster-plan-probe\n"
+        b"Version: 1.0\n",
+        f"{PROBE}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: cluster-plan tests\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = [f"{name},sha256={digest(data)},{len(data)}" for name, data in files.items()]
+    files[f"{PROBE}-1.0.dist-info/RECORD"] = (
+        "\n".join([*record, f"{PROBE}-1.0.dist-info/RECORD,,"]) + "\n"
+    ).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return f"{PROBE}-1.0-py3-none-any.whl", buffer.getvalue()
+
+
+@pytest.mark.lab_changes
+def test_a_pip_build_is_installed_once_into_its_shared_prefix(
+    slurm: SlurmLab, tmp_path: Path
+) -> None:
+    """Both training nodes get a pip build whose prefix is on the CephFS they mount; the index
+    is a folder head01 serves (the lab reaches no PyPI). gpu01, the first of the play, installs
+    it; gpu02 uses it through the mount and its module; a second run changes nothing. The
+    plan's own software comes back at the end."""
+    index_host = slurm.group("slurm_controller")[0]
+    name, wheel = probe_wheel()
+    prefix = "/shared/software/probe/1.0"
+    override = {
+        "software_environments": {
+            "probe": {"version": "1.0", "source": "pip", "build": "cpu",
+                      "packages": ["cluster-plan-probe"], "prefix": prefix,
+                      "index_url": f"http://{index_host}.lab.internal:{INDEX_PORT}/simple",
+                      "module": "probe/1.0"},
+        },
+    }  # fmt: skip
+    extra = tmp_path / "probe.json"
+    extra.write_text(json.dumps(override))
+    page = f'<a href="{name}">{name}</a>'
+    slurm.sh(index_host, (
+        f"rm -rf {INDEX_DIR} && mkdir -p {INDEX_DIR}/simple/cluster-plan-probe && "
+        f"cd {INDEX_DIR}/simple/cluster-plan-probe && "
+        f"echo {base64.b64encode(wheel).decode()} | base64 -d > {name} && "
+        f"echo {shlex.quote(page)} > index.html && "
+        f"(nohup timeout 600 python3 -m http.server {INDEX_PORT} --directory {INDEX_DIR} "
+        f">/dev/null 2>&1 & echo $! > {INDEX_DIR}.pid)"
+    ))  # fmt: skip
+    stage = ["-e", f"@{extra}", "-e", "site_converge_when=always", "--limit", "gpu01,gpu02"]
+    try:
+        first = playbook(PLAN, ["playbooks/software.yml"], *stage)
+        assert first.result.returncode == 0, first.output[-3000:]
+        installs = [ln for ln in changed_lines(first.output) if "probe 1.0 in" in ln]
+        assert [re.search(r"changed: \[(\S+)\]", ln)[1] for ln in installs] == ["gpu01"], installs
+        user = slurm.expanded["teams"]["vision"]["users"][0]["name"]
+        show = f"import {PROBE} as p; print(p.__file__, p.VERSION)"
+        login = shlex.quote(f"module load probe/1.0 && python3 -c '{show}'")
+        where = slurm.sh("gpu02", f"su - {user} -c {login}")
+        assert where.split() == [
+            f"{prefix}/lib/python3.11/site-packages/{PROBE}/__init__.py",
+            "1.0",
+        ]
+        second = playbook(PLAN, ["playbooks/software.yml"], *stage)
+        assert second.result.returncode == 0, second.output[-3000:]
+        assert {h: r["changed"] for h, r in recap(second.output).items()} == {
+            "gpu01": 0,
+            "gpu02": 0,
+        }
+    finally:
+        slurm.sh(
+            index_host,
+            f"kill $(cat {INDEX_DIR}.pid) 2>/dev/null; rm -rf {INDEX_DIR} {INDEX_DIR}.pid",
+        )
+        slurm.sh("gpu01", "rm -rf /shared/software/probe")
+        back = playbook(PLAN, ["playbooks/software.yml"], "-e", "site_converge_when=always",
+                        "--limit", "gpu01,gpu02")  # fmt: skip
+        assert back.result.returncode == 0, back.output[-3000:]
+    modules = slurm.sh("gpu02", "ls /etc/cluster-plan/modulefiles/*/*.lua").split()
+    assert sorted(m.rsplit("/", 2)[1] for m in modules) == ["openmpi", "pytorch"], modules

@@ -13,6 +13,7 @@ from cluster_plan.software.role_view import (
     software_modules,
     software_packages,
     software_pip_builds,
+    software_pip_installs,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +75,35 @@ def test_a_pip_build_puts_its_prefix_first_on_path_and_is_reported() -> None:
 def test_a_host_without_software_gets_nothing() -> None:
     assert software_packages(None) == []
     assert software_modules({}, "/m") == []
+
+
+def test_each_shared_prefix_is_installed_once_by_the_first_host_that_gets_it() -> None:
+    build = {
+        "version": "2.5.1+cu121",
+        "source": "pip",
+        "build": "cuda",
+        "packages": ["torch", "nvidia-nccl-cu12"],
+        "prefix": "/shared/sw/torch",
+        "index_url": "https://download.pytorch.org/whl/cu121",
+        "module": "pytorch/2.5.1",
+    }
+    debian = {"version": "4.1", "source": "debian", "packages": ["openmpi-bin"]}
+    play = {
+        "head01": {"plan_host": {"software": {}}},
+        "gpu01": {"plan_host": {"software": {"pytorch": build, "mpi": debian}}},
+        # host vars (or -e) outrank the plan, as they do for the role's own variable
+        "gpu02": {"plan_host": {"software": {}}, "software_environments": {"pytorch": build}},
+    }
+    (install,) = software_pip_installs(play, "gpu01")
+    assert install == {
+        "environment": "pytorch",
+        "version": "2.5.1+cu121",
+        "packages": ["torch", "nvidia-nccl-cu12"],
+        "prefix": "/shared/sw/torch",
+        "index_url": "https://download.pytorch.org/whl/cu121",
+    }
+    assert software_pip_installs(play, "gpu02") == []  # gpu01 installs the shared prefix
+    assert software_pip_installs(play, "head01") == []
+    other = {**build, "prefix": "/shared/sw/torch-2"}
+    play["gpu02"]["software_environments"] = {"pytorch": other}
+    assert [i["prefix"] for i in software_pip_installs(play, "gpu02")] == ["/shared/sw/torch-2"]
