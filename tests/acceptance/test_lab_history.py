@@ -1,14 +1,15 @@
 """Lab proof of the acceptance history: two clean runs compare as unchanged; then one node's
-link shaped to 90 % of its rate (still above the plan's floor) makes the third run pass the
+link shaped to 85 % of its rate (still above the plan's floor) makes the third run pass the
 plan and name that node as degraded, on the command line and on the report's page.
 
 The real `cluster-plan acceptance` (bandwidth phase only, 3 s tests) with `--transport
 lab-netns` on a bare lab, as test_lab_acceptance.py does. The plan's floor is lowered to 8 Gb/s
-(the lab plan's 9 Gb/s would fail a 90 % link outright: the lab's 100 Mbit/s links give about
-9.8 plan Gb/s of TCP goodput). The bandwidth tolerance is -7 %, halfway between the lab's
-noise and the fault: between clean runs a pair's figure moved by -5.1 % to +4.3 % (a round
-that ran slow, a 3 s test that read above the line rate), and the 90 % link's pairs by -9.0 %
-to -15 % (docs/acceptance.md).
+(the lab plan's 9 Gb/s would fail an 85 % link outright: the lab's 100 Mbit/s links give about
+9.8 plan Gb/s of TCP goodput). The bandwidth tolerance is -10 %, between the lab's noise and
+the fault: between clean runs a pair's figure moved by -5.1 % to +4.3 % on a quiet machine,
+but every pair by -7.8 % to -9.0 % in fresh-clone run ci13, where this test ran beside the
+session converge's installs; a 90 % link's pairs moved by -9.0 % to -15 % (docs/acceptance.md),
+so the shaped link is at 85 % now.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.lab
 __all__ = ["lab"]
 
 FLOOR_GBPS = 8
-TOLERANCE = -0.07
+TOLERANCE = -0.1
 
 
 def run(lab: Lab, expanded: Path, out: Path) -> tuple[int, dict[str, Any], str]:
@@ -53,7 +54,7 @@ def changes(report: dict[str, Any]) -> str:
     )
 
 
-def test_a_link_at_90_percent_is_degraded_yet_passes(lab: Lab, tmp_path: Path) -> None:
+def test_a_link_at_85_percent_is_degraded_yet_passes(lab: Lab, tmp_path: Path) -> None:
     expanded = json.loads(json.dumps(lab.expanded))
     expanded["acceptance"]["network"]["min_gbps"] = FLOOR_GBPS
     expanded["acceptance"]["history"]["tolerance"]["bandwidth"]["lower"] = TOLERANCE
@@ -65,7 +66,7 @@ def test_a_link_at_90_percent_is_degraded_yet_passes(lab: Lab, tmp_path: Path) -
     try:
         for index in range(3):
             if index == 2:
-                fault(lab, slow, "--rate", f"{link_mbit * 0.9:g}mbit")
+                fault(lab, slow, "--rate", f"{link_mbit * 0.85:g}mbit")
             code, report, stdout = run(lab, plan, tmp_path / "reports")
             reports.append((code, report, stdout))
             print(f"run {index + 1}: exit {code}; Gb/s forward/reverse: {figures(report)}")
