@@ -15,7 +15,6 @@ functions, tested on recorded output.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.acceptance.execution import CommandResult, last_json_object
 from cluster_plan.collectives.sweep import message_sizes
 from cluster_plan.slurm.policy import slurm_name
 
@@ -268,18 +267,6 @@ TRAIN_OUTPUT = "/tmp/cluster-plan-train-%j.out"
 # ---- judging -------------------------------------------------------------------------------
 
 
-def last_json(text: str) -> dict[str, Any] | None:
-    """The program's document: the last line of its output that is a JSON object."""
-    for line in reversed(text.splitlines()):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
 def _tail(result: CommandResult) -> str:
     text = (result.stderr or result.stdout).strip().splitlines()
     return " | ".join(text[-3:])[:400] or f"exit {result.rc}"
@@ -404,7 +391,7 @@ def judge_intra(pool: PoolRun, results: dict[str, PoolVerdict]) -> dict[str, Any
 
 def judge_sweep(pool: PoolRun, result: CommandResult, rate_scale: float) -> PoolVerdict:
     verdict = PoolVerdict(pool)
-    doc = last_json(result.stdout)
+    doc = last_json_object(result.stdout)
     if doc is None or not doc.get("results"):
         verdict.error = _tail(result)
         return verdict
@@ -421,7 +408,7 @@ def slow_in_every_pair(pairs: Sequence[tuple[str, str, bool]]) -> list[str]:
 
 
 def judge_training(pool: PoolRun, job: str, output: str, returncode: int) -> dict[str, Any]:
-    doc = last_json(output) or {}
+    doc = last_json_object(output) or {}
     problems = []
     if not doc:
         problems.append(f"pool {pool.pool}: training job {job or '?'} printed no result "

@@ -6,11 +6,12 @@ runs a command inside a node's namespaces, unit tests use a scripted fake.
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -144,3 +145,16 @@ def _text(value: bytes | str | None) -> str:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value
+
+
+def last_json_object(text: str, key: str | None = None) -> dict[str, Any] | None:
+    """The last line of a tool's output that is a JSON object (holding `key`, when given):
+    rados bench and the collectives program print their document last, after progress."""
+    for line in reversed(text.splitlines()):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and (key is None or key in data):
+            return data
+    return None

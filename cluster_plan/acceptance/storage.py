@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.acceptance.execution import CommandResult, last_json_object
 
 Run = Callable[[Sequence[str], float], CommandResult]
 MIB = 1 << 20
@@ -70,19 +70,15 @@ def _bench_pool(pools: list[dict[str, Any]]) -> str:
 def parse_bench(result: CommandResult) -> dict[str, Any]:
     """MB/s, IOPS and mean latency from `rados bench ... --format json` (the JSON is the
     last line that parses)."""
-    for line in reversed(result.stdout.splitlines()):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, dict) and "bandwidth" in data:
-            return {
-                "mb_s": round(float(data["bandwidth"]), 3),
-                "iops": round(float(data.get("average_iops", 0)), 3),
-                "latency_s": round(float(data.get("average_latency", 0)), 4),
-                "seconds": round(float(data.get("total_time_run", 0)), 3),
-                "error": None,
-            }
+    data = last_json_object(result.stdout, "bandwidth")
+    if data is not None:
+        return {
+            "mb_s": round(float(data["bandwidth"]), 3),
+            "iops": round(float(data.get("average_iops", 0)), 3),
+            "latency_s": round(float(data.get("average_latency", 0)), 4),
+            "seconds": round(float(data.get("total_time_run", 0)), 3),
+            "error": None,
+        }
     error = (result.stderr or result.stdout).strip().splitlines()[-1:] or [f"exit {result.rc}"]
     return {"mb_s": None, "iops": None, "latency_s": None, "seconds": None, "error": error[0]}
 
