@@ -57,25 +57,7 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
     )
-    run.add_argument(
-        "--transport",
-        choices=["ssh", "lab", "lab-netns", "exec"],
-        default="ssh",
-        help="ssh: root@address (real clusters); lab: inside each lab node (nsenter, the "
-        "node's own tools); lab-netns: this machine's tools in each lab node's network "
-        "namespace; exec: --exec-prefix",
-    )
-    run.add_argument(
-        "--exec-prefix",
-        help="command put before each node command, {node} and {address} substituted "
-        "(e.g. 'ip netns exec {node}')",
-    )
-    run.add_argument("--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT")
-    run.add_argument(
-        "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
-    )
-    run.add_argument("--ssh-key", help="identity file")
-    run.add_argument("--ssh-user", default="root")
+    add_transport_options(run)
     run.add_argument("--nodes", help="comma-separated hosts to test (default: all)")
     run.add_argument("--duration", type=float, help="seconds per iperf3 test (default: plan)")
     run.add_argument("--omit", type=int, default=1, help="warm-up seconds left out (default 1)")
@@ -101,6 +83,31 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--format", choices=["text", "json"], default="text")
     run.set_defaults(func=acceptance_command)
+
+
+def add_transport_options(parser: argparse.ArgumentParser) -> None:
+    """How commands reach the nodes (`executor_for` reads these)."""
+    parser.add_argument(
+        "--transport",
+        choices=["ssh", "lab", "lab-netns", "exec"],
+        default="ssh",
+        help="ssh: root@address (real clusters); lab: inside each lab node (nsenter, the "
+        "node's own tools); lab-netns: this machine's tools in each lab node's network "
+        "namespace; exec: --exec-prefix",
+    )
+    parser.add_argument(
+        "--exec-prefix",
+        help="command put before each node command, {node} and {address} substituted "
+        "(e.g. 'ip netns exec {node}')",
+    )
+    parser.add_argument(
+        "--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT"
+    )
+    parser.add_argument(
+        "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
+    )
+    parser.add_argument("--ssh-key", help="identity file")
+    parser.add_argument("--ssh-user", default="root")
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -233,7 +240,7 @@ def lab_prefixes(expanded: ExpandedPlan, transport: str) -> dict[str, list[str]]
     return prefixes
 
 
-def _executor(
+def executor_for(
     args: argparse.Namespace,
     expanded: ExpandedPlan,
     addresses: dict[str, str],
@@ -304,7 +311,7 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
             return Exit.OK
         args.reporter.note(f"{spec.cluster}: acceptance runs: {decision.reason}")
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
-        executor = _executor(args, expanded, addresses, Path(control_dir))
+        executor = executor_for(args, expanded, addresses, Path(control_dir))
         tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured
         report = AcceptanceRunner(spec, executor, options).run()
     report["inputs"] = inputs

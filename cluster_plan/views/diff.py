@@ -196,8 +196,8 @@ def _deployed(result: Validation, base: dict[str, Any] | None) -> ExpandedPlan:
     return expand(result.plan, nodes, lock)
 
 
-def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
-    """Compare two plans as they would be deployed: each with its own lock (refreshed as
+def deployed_pair(old_path: str | Path, new_path: str | Path) -> tuple[ExpandedPlan, ExpandedPlan]:
+    """Both plans as they would be deployed: each with its own lock (refreshed as
     `cluster-plan lock --allow-moves` would), and NEW from OLD's lock when it has none of its
     own, so that every address and rack that would change shows."""
     old, new = _validated(old_path), _validated(new_path)
@@ -207,7 +207,12 @@ def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
     old_lock = build_lock(old.plan, old.nodes, old.previous, allow_moves=True)[0]
     before = expand(old.plan, old.nodes, old_lock)
     after = _deployed(new, new.previous if new.previous is not None else old_lock)
-    return diff_expanded(before, after)
+    return before, after
+
+
+def diff_files(old_path: str | Path, new_path: str | Path) -> list[Change]:
+    """Compare two plans as they would be deployed (`deployed_pair`)."""
+    return diff_expanded(*deployed_pair(old_path, new_path))
 
 
 def _short(value: Any) -> str:

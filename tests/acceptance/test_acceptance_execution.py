@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cluster_plan.acceptance.command import _executor
+from cluster_plan.acceptance.command import executor_for
 from cluster_plan.acceptance.execution import PrefixExecutor
 
 
@@ -47,7 +47,7 @@ def test_ssh_masters_are_private_to_the_run(tmp_path: Path) -> None:
         transport="ssh", ssh_option=[], ssh_args=ssh_args, ssh_key="/k", ssh_user="root",
         exec_prefix=None, plan=Path("p.yml"),
     )  # fmt: skip
-    executor = _executor(args, {}, {"n1": "10.40.0.11"}, tmp_path)
+    executor = executor_for(args, {}, {"n1": "10.40.0.11"}, tmp_path)
     argv = executor.command("n1", ["true"])
     paths = [a for a in argv if a.startswith("ControlPath=")]
     assert paths[0] == f"ControlPath={tmp_path}/%C"
