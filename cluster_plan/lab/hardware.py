@@ -79,6 +79,16 @@ def detach_disks(names: LabNames, loops: dict[str, str]) -> None:
             run(["losetup", "-d", line.split(":", 1)[0]], check=False)
 
 
+def detach_host_disks(names: LabNames, host: str, loops: dict[str, str]) -> None:
+    """Detach one node's disks (only loops backed by its own images) and forget them."""
+    for key, loop in list(loops.items()):
+        if not key.startswith(host + "/"):
+            continue
+        if _backing(loop) == str(names.node_dir(host) / "disks" / f"{key.split('/', 1)[1]}.img"):
+            run(["losetup", "-d", loop], check=False)
+        del loops[key]
+
+
 def _backing(loop: str) -> str:
     try:
         return Path(f"/sys/block/{Path(loop).name}/loop/backing_file").read_text().strip()

@@ -307,3 +307,61 @@ def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef
     state.save(names.state_file, st)
     wait_ready(names, st, {**expanded, "hosts": {host: expanded["hosts"][host]}})
     return init
+
+
+def _power_off(names: LabNames, st: state.LabState, host: str) -> None:
+    node.set_frozen(names, host, False)
+    if host in st.nodes:
+        node.stop(st.nodes.pop(host))
+    parent = st.services.pop(f"boot-{host}", None)
+    if parent:
+        parent.stop()
+    kill_netns_processes(names.node_ns(host))
+    node.remove_cgroups(names, host)
+
+
+def retire_node(expanded: ExpandedPlan, host: str) -> bool:
+    """Power a node off for good (it left the plan): its processes, namespace, disks and
+    overlay go, and the lab forgets it. False when it was not running (nothing done)."""
+    require_root()
+    names = for_plan(expanded)
+    with state.locked(RUN_ROOT, names.lab):
+        st = state.load(names.state_file)
+        if st is None or (host not in st.nodes and host not in st.host_digests):
+            return False
+        _power_off(names, st, host)
+        st.host_digests.pop(host, None)
+        state.save(names.state_file, st)
+        fabric.delete_netns(names.node_ns(host))
+        hardware.detach_host_disks(names, host, st.loops)
+        state.save(names.state_file, st)
+        shutil.rmtree(names.node_dir(host), ignore_errors=True)
+        return True
+
+
+def reimage_node(expanded: ExpandedPlan, host: str) -> ProcRef:
+    """New hardware under the same name: the node boots from a fresh disk (its overlay and
+    OSD disks are new and empty), with the same cables and addresses."""
+    require_root()
+    names = for_plan(expanded)
+    with state.locked(RUN_ROOT, names.lab):
+        st = state.load(names.state_file)
+        if st is None or host not in st.nodes:
+            raise LabError(f"node {host} is not part of a running lab {names.lab}")
+        _power_off(names, st, host)
+        state.save(names.state_file, st)
+        hardware.detach_host_disks(names, host, st.loops)
+        shutil.rmtree(names.node_dir(host), ignore_errors=True)
+        spec = expanded["hosts"][host]
+        net_name = expanded["cluster"]["management_network"]
+        dns = list(expanded["networks"][net_name]["dns"])
+        base = rootfs.base_dir()
+        hardware.attach_disks(names, host, spec, st.loops)
+        node.prepare_upper(names, host, spec, ensure_ssh_key(names), dns)
+        script = node.boot_script(names, host, spec, base, st.loops)
+        parent, init = node.boot(names, host, script)
+        st.nodes[host] = init
+        st.services[f"boot-{host}"] = parent
+        state.save(names.state_file, st)
+        wait_ready(names, st, {**expanded, "hosts": {host: spec}})
+        return init
