@@ -25,6 +25,7 @@ EXTENSIONS = (
     ("drift", "cluster_plan.day2.drift.command"),
     ("backup", "cluster_plan.backup.command"),
     ("usage", "cluster_plan.day2.usage.command"),
+    ("change", "cluster_plan.day2.change.command"),
     ("exporter", "cluster_plan.exporters.command"),
 )
 

@@ -1,0 +1,208 @@
+"""`cluster-plan change OLD NEW`: carry a plan change out on the running cluster.
+
+OLD is the plan as deployed, NEW the plan as wanted (each with its lock; `cluster-plan lock
+NEW` first). The operations are printed first, like `terraform plan`; they run after a yes at
+the prompt, or with --yes. Exit 0 done (or nothing to do), 1 a step failed (run the same
+command again: it continues at that step) or a plan fails its checks, 2 usage or an
+unreadable plan, 3 refused (a change that cannot be made safely, or no confirmation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cluster_plan.acceptance.execution import CommandResult, PrefixExecutor, Running
+from cluster_plan.cli.policy import Exit, UsageError
+from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.operations import (
+    ChangeRefused,
+    Operation,
+    Options,
+    plan_operations,
+    render,
+)
+from cluster_plan.plan.contract import ExpandedPlan
+
+
+def register(subparsers: Any) -> None:
+    """Add `change` to the CLI's subparsers."""
+    from cluster_plan.acceptance.command import add_transport_options
+
+    change = subparsers.add_parser(
+        "change",
+        help="carry a plan change out on the running cluster: add, replace, upgrade, remove",
+        description="Compare OLD (the plan as deployed) with NEW (as wanted, locked), print "
+        "the operations that take the cluster there, then run them one step at a time: hosts "
+        "added and converged, replaced (drained, re-provisioned, converged), upgraded in "
+        "batches (drained, converged, health-checked, stopping at the first that fails), "
+        "removed (drained of jobs and of Ceph data, then forgotten). A second run continues "
+        "where the first stopped. Exit 1 when a step fails, 3 when the change is refused.",
+    )
+    change.add_argument("old", type=Path, help="the plan as deployed (YAML, with its lock)")
+    change.add_argument("new", type=Path, help="the plan as wanted (YAML, with its lock)")
+    change.add_argument(
+        "--replace",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="the host has new hardware under the same name: drain it, re-provision it, "
+        "converge it (repeatable)",
+    )
+    change.add_argument("--batch", type=int, default=1, help="hosts upgraded at a time (default 1)")
+    change.add_argument(
+        "--drain-timeout",
+        type=int,
+        default=600,
+        help="seconds to wait for the jobs on a drained host (default 600)",
+    )
+    change.add_argument(
+        "--force",
+        action="store_true",
+        help="requeue the jobs still on a host being drained instead of waiting for them",
+    )
+    change.add_argument(
+        "--check-timeout",
+        type=int,
+        default=180,
+        help="seconds a host has to pass its health check after it is back (default 180)",
+    )
+    change.add_argument("--yes", action="store_true", help="run without asking")
+    change.add_argument(
+        "--dry-run", action="store_true", help="print the operations and stop (exit 0)"
+    )
+    change.add_argument(
+        "--journal-dir",
+        type=Path,
+        help="where the record of a change's steps is kept (default: reports/<cluster>/changes)",
+    )
+    change.add_argument("--format", choices=["text", "json"], default="text")
+    add_transport_options(change)
+    change.set_defaults(func=change_command)
+
+
+class LabExecutor:
+    """Commands into the lab's nodes, looked up at each call: nodes come, go and reboot
+    during a change."""
+
+    def __init__(self, *plans: ExpandedPlan) -> None:
+        self._plans = plans
+
+    def _current(self) -> PrefixExecutor:
+        from cluster_plan.acceptance.command import lab_prefixes
+
+        return PrefixExecutor(per_node=lab_prefixes(self._plans[-1], "lab"))
+
+    def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        return self._current().run(node, argv, timeout)
+
+    def spawn(self, node: str, argv: Sequence[str]) -> Running:
+        return self._current().spawn(node, argv)
+
+
+def _options(args: argparse.Namespace) -> Options:
+    if args.batch < 1:
+        raise UsageError("--batch must be 1 or more")
+    if args.drain_timeout < 0 or getattr(args, "check_timeout", 1) < 1:
+        raise UsageError("--drain-timeout must be 0 or more, --check-timeout 1 or more")
+    return Options(
+        replace=tuple(args.replace),
+        batch=args.batch,
+        force=args.force,
+        drain_timeout_s=args.drain_timeout,
+    )
+
+
+def _confirmed(args: argparse.Namespace) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        print("cluster-plan change: not run: pass --yes to run without a prompt", file=sys.stderr)
+        return False
+    answer = input("Carry out these operations? Only 'yes' is accepted: ")
+    return answer.strip() == "yes"
+
+
+def change_command(args: argparse.Namespace) -> Exit:
+    from cluster_plan.views.diff import deployed_pair, diff_expanded
+
+    old, new = deployed_pair(args.old, args.new)  # PlanError: the CLI prints every finding
+    try:
+        ops = plan_operations(old, new, diff_expanded(old, new), _options(args))
+    except ChangeRefused as refused:
+        for reason in refused.reasons:
+            print(f"cluster-plan change: refused: {reason}", file=sys.stderr)
+        return Exit.REFUSED
+    folder = args.journal_dir or Path("reports") / str(new["cluster"]["name"]) / "changes"
+    journal = Journal(folder, ops)
+    document: dict[str, Any] = {
+        "operations": [op.as_dict() for op in ops],
+        "journal": str(journal.path),
+        "carried_out": False,
+    }
+    # people see the operations before they are asked; a program reads them in the result
+    log = sys.stderr if args.format == "json" else sys.stdout
+    print(render(ops) + _progress(journal), file=log, flush=True)
+    exit = Exit.OK
+    if ops and not args.dry_run:
+        if not _confirmed(args):
+            return Exit.REFUSED
+        exit = _carry_out(args, old, new, ops, journal, log)
+        document["carried_out"] = exit == Exit.OK
+        document["failed"] = journal.failed
+        document["seconds"] = journal.seconds()
+    if args.format == "json":
+        args.reporter.result(document, lambda: "")
+    return exit
+
+
+def _progress(journal: Journal) -> str:
+    if not journal.started:
+        return ""
+    text = (
+        f"\ncontinuing an earlier run of this change ({journal.path}): "
+        f"{len(journal.seconds())} step(s) done"
+    )
+    if journal.failed:
+        text += f"\nit stopped at {journal.failed['step']}: {journal.failed['message']}"
+    return text
+
+
+def _carry_out(
+    args: argparse.Namespace,
+    old: ExpandedPlan,
+    new: ExpandedPlan,
+    ops: list[Operation],
+    journal: Journal,
+    log: Any,
+) -> Exit:
+    from cluster_plan.acceptance.command import executor_for
+    from cluster_plan.day2.change.runner import Context, carry_out
+
+    if args.transport == "lab-netns":
+        raise UsageError("--transport lab-netns cannot run the nodes' own tools: use lab")
+    with tempfile.TemporaryDirectory(prefix="cluster-plan-change-") as control_dir:
+        if args.transport == "lab":
+            executor: Any = LabExecutor(old, new)
+        else:
+            addresses = {
+                n: str(h["address"]) for plan in (old, new) for n, h in plan["hosts"].items()
+            }
+            executor = executor_for(args, new, addresses, Path(control_dir))
+        ctx = Context(old, new, args.new, executor, lab=args.transport == "lab", log=log)
+        ctx.check_timeout_s = args.check_timeout
+        ok = carry_out(ctx, ops, journal)
+    if not ok:
+        print(
+            "cluster-plan change: stopped; the hosts after this step are untouched. Fix what "
+            "the step says and run the same command again: it continues at that step.",
+            file=sys.stderr,
+        )
+        return Exit.FAILED
+    times = journal.seconds()
+    print(f"change carried out: {len(times)} step(s), {sum(times.values()):.0f} s", file=log)
+    return Exit.OK

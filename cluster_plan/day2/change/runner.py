@@ -1,0 +1,415 @@
+"""Carrying out the operations, one step at a time, on the hosts (the thin shell around
+`operations`): scheduler and Ceph commands through the acceptance executor (SSH on a real
+cluster, nsenter in the lab), the stages through ansible-playbook, the lab's nodes through
+its lifecycle. Every step is idempotent; the journal skips those already done.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from cluster_plan.acceptance.execution import CommandResult, Executor
+from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.operations import (
+    INFORM_STAGES,
+    STAGES,
+    Operation,
+    Step,
+    hosts_text,
+)
+from cluster_plan.plan.contract import ExpandedPlan, Host
+
+REPO = Path(__file__).resolve().parents[3]
+POLL_S = 5.0
+CHECK_TIMEOUT_S = 180
+OSD_EMPTY_TIMEOUT_S = 3600
+KUBECONFIG = "/etc/kubernetes/admin.conf"
+READY_PATH = shlex.quote('{.status.conditions[?(@.type=="Ready")].status}')
+
+
+class StepFailed(Exception):
+    """A step could not be carried out; the message says what was seen and what to do."""
+
+
+@dataclass
+class Context:
+    old: ExpandedPlan
+    new: ExpandedPlan
+    new_path: Path
+    executor: Executor
+    lab: bool
+    log: TextIO = sys.stdout
+    ansible_args: list[str] = field(default_factory=list)
+    check_timeout_s: float = CHECK_TIMEOUT_S
+    sleep: Callable[[float], None] = time.sleep
+
+    def host(self, name: str) -> Host:
+        hosts = self.new["hosts"] if name in self.new["hosts"] else self.old["hosts"]
+        return hosts[name]
+
+    def first(self, role: str) -> str | None:
+        """The first host of a role in the plan that has it (the new one first)."""
+        for plan in (self.new, self.old):
+            members = [h for h, s in plan["hosts"].items() if role in s["roles"]]
+            if members:
+                return members[0]
+        return None
+
+    def sh(self, node: str, script: str, timeout: float = 120) -> CommandResult:
+        return self.executor.run(node, ["sh", "-c", script], timeout)
+
+    def must(self, node: str, script: str, timeout: float = 120) -> str:
+        result = self.sh(node, script, timeout)
+        if result.rc != 0:
+            raise StepFailed(
+                f"on {node}: `{script}` exited {result.rc}: "
+                f"{(result.stderr or result.stdout).strip()[-600:]}"
+            )
+        return result.stdout
+
+    def say(self, text: str) -> None:
+        print(text, file=self.log, flush=True)
+
+
+def _scheduler(ctx: Context) -> str:
+    scheduler = ctx.new["scheduler"]
+    return str(scheduler["type"]) if scheduler else "none"
+
+
+def _controller(ctx: Context) -> str:
+    role = "slurm_controller" if _scheduler(ctx) == "slurm" else "k8s_control_plane"
+    node = ctx.first(role)
+    if node is None:
+        raise StepFailed(f"the plan has no {role} to run scheduler commands on")
+    return node
+
+
+def _kubectl(args: str) -> str:
+    return f"KUBECONFIG={KUBECONFIG} kubectl {args}"
+
+
+def _node_state(ctx: Context, host: str) -> str:
+    out = ctx.sh(_controller(ctx), f"sinfo --noheader --nodes={host} --format=%T").stdout
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def _wait(ctx: Context, what: str, timeout: float, probe: Callable[[], str | None]) -> None:
+    """Poll `probe` (None when done, else what is still pending) until done or timeout."""
+    deadline = time.monotonic() + timeout
+    pending = probe()
+    while pending is not None:
+        if time.monotonic() >= deadline:
+            raise StepFailed(f"{what}: still {pending} after {timeout:g} s")
+        ctx.sleep(POLL_S)
+        pending = probe()
+
+
+def playbook(ctx: Context, playbooks: tuple[str, ...], limit: tuple[str, ...]) -> None:
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(ctx.new_path),
+        "--limit",
+        ",".join(limit),
+        *ctx.ansible_args,
+        *playbooks,
+    ]
+    ctx.say(f"  $ {shlex.join(argv)}")
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    recap = proc.stdout[proc.stdout.rfind("PLAY RECAP") :] if "PLAY RECAP" in proc.stdout else ""
+    if recap:
+        ctx.say("  " + recap.strip().replace("\n", "\n  "))
+    if proc.returncode != 0:
+        failed = [
+            line for line in proc.stdout.splitlines() if line.startswith(("fatal:", "failed:"))
+        ]
+        raise StepFailed(
+            f"ansible-playbook exited {proc.returncode}: "
+            + ("\n".join(failed[-5:]) or (proc.stderr or proc.stdout)[-1500:])
+        )
+
+
+# --- the actions -----------------------------------------------------------------------
+
+
+def provision(ctx: Context, step: Step, kind: str) -> None:
+    if ctx.lab:
+        from cluster_plan.lab import lifecycle
+
+        if kind == "replace":
+            for host in step.hosts:
+                lifecycle.reimage_node(ctx.new, host)
+        else:
+            lifecycle.up(ctx.new, str(ctx.new_path), log=ctx.log)
+        return
+    ctx.say(
+        "  waiting for "
+        + ", ".join(f"{h} ({ctx.host(h)['address']})" for h in step.hosts)
+        + " to answer over SSH: install the OS and the cluster's SSH key on each"
+    )
+
+    def unreachable() -> str | None:
+        down = [h for h in step.hosts if ctx.sh(h, "true", timeout=20).rc != 0]
+        return f"unreachable: {', '.join(down)}" if down else None
+
+    _wait(ctx, "provision", 1800, unreachable)
+
+
+def drain(ctx: Context, step: Step) -> None:
+    controller = _controller(ctx)
+    for host in step.hosts:
+        if _scheduler(ctx) == "slurm":
+            reason = shlex.quote(str(step.param("reason", "cluster-plan change")))
+            ctx.must(controller, f"scontrol update NodeName={host} State=DRAIN Reason={reason}")
+        else:
+            ctx.must(controller, _kubectl(f"cordon {host}"))
+
+
+def wait_jobs(ctx: Context, step: Step) -> None:
+    controller = _controller(ctx)
+    timeout = float(step.param("timeout_s", 600))
+    force = bool(step.param("force", False))
+    for host in step.hosts:
+        if _scheduler(ctx) == "kubernetes":
+            extra = " --force" if force else ""
+            ctx.must(
+                controller,
+                _kubectl(
+                    f"drain {host} --ignore-daemonsets --delete-emptydir-data "
+                    f"--timeout={int(timeout)}s{extra}"
+                ),
+                timeout=timeout + 60,
+            )
+            continue
+
+        def jobs(host: str = host) -> str | None:
+            out = ctx.must(controller, f"squeue --noheader --nodelist={host} --format=%i")
+            ids = out.split()
+            return f"running job(s) {', '.join(ids)}" if ids else None
+
+        if still := jobs():
+            ctx.say(f"  {host}: {still}")
+        if force and still:
+            ids = " ".join(ctx.must(controller, f"squeue -h -w {host} -o %i").split())
+            ctx.say(f"  --force: requeueing job(s) {ids} from {host}")
+            ctx.must(controller, f"scontrol requeue {ids}")
+        try:
+            _wait(ctx, f"drain of {host}", timeout, jobs)
+        except StepFailed as exc:
+            raise StepFailed(
+                f"{exc}: they keep {host}; wait and run the change again (it continues here), "
+                "or pass --force to requeue them"
+            ) from None
+
+
+def _osd_ids(ctx: Context, host: str) -> list[str]:
+    mon = ctx.first("ceph_mon") or host
+    return ctx.must(mon, f"ceph osd ls-tree {host} 2>/dev/null || true").split()
+
+
+def osd_out(ctx: Context, step: Step) -> None:
+    mon = ctx.first("ceph_mon")
+    for host in step.hosts:
+        ids = _osd_ids(ctx, host)
+        if ids and mon:
+            ctx.must(mon, f"ceph osd out {' '.join(ids)}")
+            ctx.say(f"  OSD(s) {', '.join(ids)} of {host} out")
+
+
+def osd_empty(ctx: Context, step: Step) -> None:
+    mon = ctx.first("ceph_mon")
+    if mon is None:
+        return
+    for host in step.hosts:
+        ids = _osd_ids(ctx, host)
+
+        def pending(ids: list[str] = ids) -> str | None:
+            if ids and ctx.sh(mon, f"ceph osd safe-to-destroy {' '.join(ids)}").rc != 0:
+                return f"holding data (`ceph osd safe-to-destroy {' '.join(ids)}` says no)"
+            health = ctx.sh(mon, "ceph health").stdout.strip()
+            return None if health.startswith("HEALTH_OK") else f"not healthy: {health[:200]}"
+
+        _wait(ctx, f"emptying the OSDs of {host}", OSD_EMPTY_TIMEOUT_S, pending)
+
+
+def osd_purge(ctx: Context, step: Step) -> None:
+    mon = ctx.first("ceph_mon")
+    if mon is None:
+        return
+    for host in step.hosts:
+        for osd in _osd_ids(ctx, host):
+            ctx.sh(host, f"systemctl disable --now ceph-osd@{osd}", timeout=120)
+            ctx.must(mon, f"ceph osd purge {osd} --yes-i-really-mean-it")
+        ctx.must(mon, f"ceph osd crush remove {host} 2>/dev/null || true")
+
+
+def forget(ctx: Context, step: Step) -> None:
+    if _scheduler(ctx) == "kubernetes":
+        for host in step.hosts:
+            ctx.must(_controller(ctx), _kubectl(f"delete node {host} --ignore-not-found"))
+        return
+    # slurm.conf from the new plan, which no longer lists the host, on every Slurm host
+    slurm_hosts = tuple(
+        h
+        for h, s in ctx.new["hosts"].items()
+        if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
+    )
+    playbook(ctx, ("playbooks/slurm.yml",), slurm_hosts)
+
+
+def retire(ctx: Context, step: Step) -> None:
+    for host in step.hosts:
+        if ctx.lab:
+            from cluster_plan.lab import lifecycle
+
+            lifecycle.retire_node(ctx.old, host)
+            ctx.say(f"  lab node {host} powered off and removed")
+        else:
+            ctx.say(
+                f"  {host} is out of the cluster: power it off and unrack it; its addresses "
+                "stay held back in the lock (`cluster-plan lock --reclaim` frees them)"
+            )
+
+
+def resume(ctx: Context, step: Step) -> None:
+    controller = _controller(ctx)
+    for host in step.hosts:
+        if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+            continue
+        if _scheduler(ctx) == "kubernetes":
+            ctx.must(controller, _kubectl(f"uncordon {host}"))
+            continue
+        state = _node_state(ctx, host)
+        if state.startswith(("drain", "down")):
+            ctx.must(controller, f"scontrol update NodeName={host} State=RESUME")
+
+
+def _slurm_check(ctx: Context, host: str) -> None:
+    controller = _controller(ctx)
+
+    def not_idle() -> str | None:
+        state = _node_state(ctx, host)
+        return None if state in ("idle", "mixed", "allocated") else f"in state {state!r}"
+
+    _wait(ctx, f"{host} back in Slurm", ctx.check_timeout_s, not_idle)
+    partition = ctx.must(controller, f"sinfo -h -N -n {host} -o %P").split()[0].rstrip("*")
+    probe = (
+        f"cd /tmp && timeout {ctx.check_timeout_s:g} srun --partition={partition} "
+        f"--nodelist={host} --nodes=1 --time=1 --job-name=cluster-plan-health hostname"
+    )
+    result = ctx.sh(controller, probe, timeout=ctx.check_timeout_s + 30)
+    if result.rc != 0 or result.stdout.split() != [ctx.host(host)["hostname"]]:
+        raise StepFailed(
+            f"{host}: a job did not run on it (srun exit {result.rc}: "
+            f"{(result.stderr or result.stdout).strip()[-300:]})"
+        )
+
+
+def _gpu_check(ctx: Context, host: str) -> None:
+    accelerators = ctx.host(host)["accelerators"]
+    if accelerators is None or accelerators["vendor"] != "nvidia" or ctx.lab:
+        return  # lab nodes have no GPU; real NVIDIA hosts are checked
+    out = ctx.must(host, "nvidia-smi --query-gpu=name --format=csv,noheader")
+    count = len(out.strip().splitlines())
+    if count != accelerators["count"]:
+        raise StepFailed(f"{host}: NVML sees {count} GPU(s), the plan {accelerators['count']}")
+
+
+def _ceph_check(ctx: Context) -> None:
+    mon = ctx.first("ceph_mon")
+    if mon is None:
+        return
+
+    def unhealthy() -> str | None:
+        health = ctx.sh(mon, "ceph health").stdout.strip()
+        return None if health.startswith("HEALTH_OK") else health[:200] or "no answer"
+
+    _wait(ctx, "Ceph health", OSD_EMPTY_TIMEOUT_S, unhealthy)
+
+
+def check(ctx: Context, step: Step) -> None:
+    # a host drained by an earlier failed check is resumed first: this is its new try
+    resume(ctx, step)
+    for host in step.hosts:
+        try:
+            _check_host(ctx, host)
+        except StepFailed as exc:
+            if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+                # no job lands on a host that failed its check
+                reason = (("reason", "cluster-plan change: failed its health check"),)
+                drain(ctx, Step("drain", (host,), "", reason))
+                raise StepFailed(f"{exc}; {host} is drained") from None
+            raise
+        ctx.say(f"  {host}: healthy")
+
+
+def _check_host(ctx: Context, host: str) -> None:
+    spec = ctx.host(host)
+    _gpu_check(ctx, host)
+    if "slurm_compute" in spec["roles"] and _scheduler(ctx) == "slurm":
+        _slurm_check(ctx, host)
+    elif "k8s_worker" in spec["roles"]:
+        ready = ctx.must(
+            _controller(ctx),
+            _kubectl(f"get node {host} -o jsonpath={READY_PATH}"),
+        )
+        if ready.strip() != "True":
+            raise StepFailed(f"{host}: kubelet not Ready ({ready.strip()!r})")
+    if "ceph_osd" in spec["roles"]:
+        _ceph_check(ctx)
+
+
+def run_step(ctx: Context, op: Operation, step: Step) -> None:
+    if step.action == "provision":
+        provision(ctx, step, op.kind)
+    elif step.action == "converge":
+        playbook(ctx, STAGES, step.hosts)
+    elif step.action == "inform":
+        playbook(ctx, tuple(step.param("stages", INFORM_STAGES)), step.hosts)
+    else:
+        ACTIONS[step.action](ctx, step)
+
+
+ACTIONS: dict[str, Callable[[Context, Step], None]] = {
+    "drain": drain,
+    "wait-jobs": wait_jobs,
+    "osd-out": osd_out,
+    "osd-empty": osd_empty,
+    "osd-purge": osd_purge,
+    "forget": forget,
+    "retire": retire,
+    "resume": resume,
+    "check": check,
+}
+
+
+def carry_out(ctx: Context, ops: list[Operation], journal: Journal) -> bool:
+    """Run every step not yet done, in order; stop at the first that fails (False)."""
+    for number, op in enumerate(ops, 1):
+        ctx.say(f"{number}. {op.kind} {hosts_text(op.hosts)}")
+        for step in op.steps:
+            step_id = Journal.step_id(number, step.key)
+            if journal.done(step_id):
+                ctx.say(f"   done before: {step.detail}")
+                continue
+            ctx.say(f"   {step.detail}")
+            started = time.monotonic()
+            try:
+                run_step(ctx, op, step)
+            except StepFailed as exc:
+                journal.mark_failed(step_id, str(exc))
+                ctx.say(f"   FAILED: {exc}")
+                return False
+            seconds = time.monotonic() - started
+            journal.mark_done(step_id, seconds)
+            ctx.say(f"   ok ({seconds:.0f} s)")
+    return True

@@ -1,0 +1,330 @@
+"""`cluster-plan change`: a plan change turned into ordered operations (pure), the journal that
+makes a run resumable, the runner's stop at the first failing step, and the command's exits.
+
+Plans are real edits of the lab plan, locked from its lock (support.change_plans)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.change_plans import (
+    LAB_PLAN,
+    grow_cpu,
+    grow_osd_only,
+    smaller_cpu_memory,
+    write_plan,
+)
+
+from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.day2.change import runner
+from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.operations import (
+    ChangeRefused,
+    Operation,
+    Options,
+    Step,
+    plan_operations,
+    render,
+)
+from cluster_plan.views.diff import deployed_pair, diff_expanded
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def operations(old: Path, new: Path, **options: Any) -> list[Operation]:
+    before, after = deployed_pair(old, new)
+    return plan_operations(before, after, diff_expanded(before, after), Options(**options))
+
+
+def actions(op: Operation) -> list[str]:
+    return [s.action for s in op.steps]
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("plans")
+    grown = write_plan(root / "grown", grow_cpu)
+    return {
+        "lab": LAB_PLAN,
+        "grown": grown,
+        "upgraded": write_plan(root / "upgraded", smaller_cpu_memory, base=grown),
+        "osd": write_plan(root / "osd", grow_osd_only),
+    }
+
+
+def test_a_grown_group_adds_its_new_host_and_tells_every_other(plans: dict[str, Path]):
+    (add,) = operations(plans["lab"], plans["grown"])
+    assert (add.kind, add.hosts) == ("add", ("cpu02",))
+    assert actions(add) == ["provision", "converge", "inform", "resume", "check"]
+    inform = add.steps[2]
+    assert "head01" in inform.hosts and "cpu02" in inform.hosts  # every host of the new plan
+
+
+def test_a_shrunk_group_drains_then_forgets_then_retires_and_reconfigures(plans):
+    ops = operations(plans["grown"], plans["lab"])
+    assert [(o.kind, o.hosts) for o in ops] == [
+        ("remove", ("cpu02",)),
+        ("reconfigure", ops[1].hosts),
+    ]
+    assert actions(ops[0]) == ["drain", "wait-jobs", "forget", "retire"]
+    assert "cpu02" not in ops[1].hosts
+    wait = ops[0].steps[1]
+    assert wait.param("timeout_s") == 600 and wait.param("force") is False
+    forced = operations(plans["grown"], plans["lab"], force=True, drain_timeout_s=30)
+    assert forced[0].steps[1].param("force") is True
+    assert forced[0].steps[1].param("timeout_s") == 30
+
+
+def test_a_storage_node_is_emptied_of_data_before_its_osds_are_purged(plans):
+    remove, reconfigure = operations(plans["osd"], plans["lab"])
+    assert remove.hosts == ("osdn01",)
+    # not in the scheduler: no drain; data first, then the OSDs, then the node
+    assert actions(remove) == ["osd-out", "osd-empty", "osd-purge", "retire"]
+    assert reconfigure.kind == "reconfigure"
+
+
+def test_a_changed_profile_rolls_one_host_at_a_time_then_reconfigures(plans):
+    ops = operations(plans["grown"], plans["upgraded"])
+    assert [(o.kind, o.hosts) for o in ops[:2]] == [
+        ("upgrade", ("cpu01",)),
+        ("upgrade", ("cpu02",)),
+    ]
+    assert "memory_gb changed" in ops[0].reason
+    assert actions(ops[0]) == ["drain", "wait-jobs", "converge", "resume", "check"]
+    assert ops[0].steps[2].hosts == ("cpu01",)  # the batch only
+    assert ops[-1].kind == "reconfigure"
+    batched = operations(plans["grown"], plans["upgraded"], batch=2)
+    assert batched[0].hosts == ("cpu01", "cpu02") and batched[1].kind == "reconfigure"
+
+
+def test_replace_drains_reprovisions_and_checks_keeping_the_host(plans):
+    (replace,) = operations(plans["lab"], plans["lab"], replace=("cpu01",))
+    assert (replace.kind, replace.hosts) == ("replace", ("cpu01",))
+    assert actions(replace) == ["drain", "wait-jobs", "provision", "converge", "resume", "check"]
+    (osd,) = operations(plans["osd"], plans["osd"], replace=("osdn01",))
+    assert actions(osd) == ["osd-out", "osd-empty", "osd-purge", "provision", "converge", "check"]
+
+
+def test_new_disks_in_a_profile_are_a_replacement(plans, tmp_path):
+    def bigger_disk(plan: dict[str, Any]) -> None:
+        plan["hardware"]["cpu-big"] = copy.deepcopy(plan["hardware"]["cpu"])
+        plan["hardware"]["cpu-big"]["disks"][0]["size_gb"] = 200
+        plan["node_groups"]["cpu"]["hardware"] = "cpu-big"
+
+    changed = write_plan(tmp_path, bigger_disk)
+    ops = operations(plans["lab"], changed)
+    assert [(o.kind, o.hosts[:1]) for o in ops] == [
+        ("replace", ("cpu01",)),
+        ("reconfigure", ("head01",)),
+    ]
+    # what the others know of cpu01 (its slurm.conf line, its scrape target) follows
+    assert "slurm.yml" in ops[1].steps[0].detail
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda p: p["node_groups"]["osd"].update(count=0), "osd01 runs ceph_mds, ceph_mgr"),
+        (lambda p: p["node_groups"]["cpu"].update(racks=["r1"]), "removing it and adding it"),
+        (lambda p: p["cluster"].update(name="lab2"), "a rebuild"),
+    ],
+    ids=["service-host-removed", "host-moved-to-another-rack", "cluster-renamed"],
+)
+def test_changes_a_running_cluster_cannot_take_are_refused_with_what_to_do(
+    plans, tmp_path, edit, words
+):
+    changed = tmp_path / "cluster.yml"
+    plan = yaml.safe_load(LAB_PLAN.read_text())
+    edit(plan)
+    changed.write_text(yaml.safe_dump(plan, sort_keys=False))
+    (tmp_path / "cluster.lock.json").write_text(LAB_PLAN.with_suffix(".lock.json").read_text())
+    try:
+        operations(plans["lab"], changed)
+    except ChangeRefused as refused:
+        assert any(words in r for r in refused.reasons), refused.reasons
+    else:
+        pytest.fail("the change was not refused")
+
+
+def test_replacing_an_unknown_host_is_refused(plans):
+    with pytest.raises(ChangeRefused, match="no such host"):
+        operations(plans["lab"], plans["lab"], replace=("gpu99",))
+
+
+def test_render_lists_each_operation_and_its_steps(plans):
+    text = render(operations(plans["grown"], plans["lab"]))
+    assert text.splitlines()[0] == "1. remove cpu02: gone from the plan"
+    assert "   - drain cpu02 in the scheduler (reason: cluster-plan change: removal)" in text
+    assert "2. reconfigure all 9 hosts" in text
+    assert render([]).startswith("no operations")
+
+
+# --- journal ------------------------------------------------------------------------------
+
+
+def test_the_journal_remembers_done_steps_per_change(plans, tmp_path):
+    ops = operations(plans["grown"], plans["lab"])
+    journal = Journal(tmp_path, ops)
+    assert not journal.started
+    journal.mark_done("1/drain:cpu02", 1.5)
+    journal.mark_failed("1/wait-jobs:cpu02", "running job(s) 7")
+    again = Journal(tmp_path, ops)
+    assert again.done("1/drain:cpu02") and not again.done("1/wait-jobs:cpu02")
+    assert again.failed == {**again.failed, "step": "1/wait-jobs:cpu02"}
+    other = Journal(tmp_path, operations(plans["lab"], plans["grown"]))
+    assert other.path != journal.path and not other.started  # another change, its own record
+    assert json.loads(journal.path.read_text())["digest"] == journal.digest
+
+
+# --- runner -------------------------------------------------------------------------------
+
+
+class FakeExecutor:
+    """Answers scheduler commands from a script: {substring: [results in turn]}."""
+
+    def __init__(self, answers: dict[str, list[tuple[int, str]]]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, str]] = []
+
+    def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        script = argv[-1]
+        self.calls.append((node, script))
+        for key, results in self.answers.items():
+            if key in script:
+                rc, out = results.pop(0) if len(results) > 1 else results[0]
+                return CommandResult(tuple(argv), rc, out, "" if rc == 0 else "boom")
+        return CommandResult(tuple(argv), 0, "", "")
+
+    def spawn(self, node: str, argv: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+
+def context(plans: dict[str, Path], executor: FakeExecutor, old: str, new: str) -> runner.Context:
+    before, after = deployed_pair(plans[old], plans[new])
+    return runner.Context(
+        before, after, plans[new], executor, lab=False, log=io.StringIO(), sleep=lambda s: None
+    )
+
+
+def test_drain_and_a_bounded_wait_for_the_jobs_then_requeue_on_force(plans, monkeypatch):
+    executor = FakeExecutor({"squeue": [(0, "41\n")]})
+    ctx = context(plans, executor, "grown", "lab")
+    runner.drain(ctx, Step("drain", ("cpu02",), "", (("reason", "cluster-plan change: x"),)))
+    assert executor.calls[-1] == (
+        "head01",
+        "scontrol update NodeName=cpu02 State=DRAIN Reason='cluster-plan change: x'",
+    )
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    with pytest.raises(runner.StepFailed, match=r"running job\(s\) 41 after 0 s.*--force"):
+        runner.wait_jobs(ctx, Step("wait-jobs", ("cpu02",), "", (("timeout_s", 0),)))
+    executor.answers["squeue"] = [(0, "41\n"), (0, "41\n"), (0, "")]
+    runner.wait_jobs(ctx, Step("wait-jobs", ("cpu02",), "", (("timeout_s", 5), ("force", True))))
+    assert ("head01", "scontrol requeue 41") in executor.calls
+
+
+def test_a_health_check_that_fails_names_the_host_and_leaves_it_drained(plans, monkeypatch):
+    executor = FakeExecutor({"sinfo --noheader": [(0, "idle\n")], "sinfo -h -N": [(0, "general\n")],
+                             "srun": [(1, "")]})  # fmt: skip
+    ctx = context(plans, executor, "lab", "lab")
+    with pytest.raises(
+        runner.StepFailed, match=r"cpu01: a job did not run on it.*cpu01 is drained"
+    ):
+        runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert any(
+        "State=DRAIN Reason='cluster-plan change: failed its health" in c for _, c in executor.calls
+    )
+    executor.answers["srun"] = [(0, "cpu01\n")]
+    runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert any("--partition=general --nodelist=cpu01" in c for _, c in executor.calls)
+
+
+def test_a_run_stops_at_the_first_failing_step_and_the_next_run_continues_there(
+    plans, tmp_path, monkeypatch
+):
+    ops = operations(plans["grown"], plans["upgraded"])
+    seen: list[str] = []
+    broken = {"check:cpu01"}
+
+    def fake_step(ctx: runner.Context, op: Operation, step: Step) -> None:
+        seen.append(step.key)
+        if step.key in broken:
+            raise runner.StepFailed("cpu01: a job did not run on it")
+
+    monkeypatch.setattr(runner, "run_step", fake_step)
+    ctx = context(plans, FakeExecutor({}), "grown", "upgraded")
+    assert runner.carry_out(ctx, ops, Journal(tmp_path, ops)) is False
+    assert seen[-1] == "check:cpu01" and not any("cpu02" in k for k in seen)  # rest untouched
+    broken.clear()
+    seen.clear()
+    assert runner.carry_out(ctx, ops, Journal(tmp_path, ops)) is True
+    assert seen[0] == "check:cpu01"  # the steps done before are not run again
+    assert "converge:cpu02" in seen and "drain:cpu01" not in seen
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cluster_plan", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_dry_run_prints_the_operations_and_changes_nothing(plans, tmp_path):
+    done = cli("change", str(plans["grown"]), str(plans["lab"]), "--dry-run",
+               "--journal-dir", str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1. remove cpu02" in done.stdout
+    assert not list(tmp_path.iterdir())
+    as_json = cli("change", str(plans["grown"]), str(plans["lab"]), "--dry-run", "--format", "json")
+    assert json.loads(as_json.stdout)["result"]["operations"][0]["kind"] == "remove"
+    assert "1. remove cpu02" in as_json.stderr  # for people, beside the document
+
+
+def test_without_yes_and_no_terminal_nothing_runs(plans, tmp_path):
+    done = cli("change", str(plans["grown"]), str(plans["lab"]), "--journal-dir", str(tmp_path))
+    assert done.returncode == 3
+    assert "pass --yes" in done.stderr and not list(tmp_path.iterdir())
+
+
+def test_a_refused_change_exits_3_with_each_reason(plans, tmp_path):
+    done = cli("change", str(plans["lab"]), str(plans["lab"]), "--replace", "nope", "--yes")
+    assert done.returncode == 3
+    assert "refused: --replace nope: no such host" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_plan_that_fails_its_checks_names_file_and_key_and_exits_1(plans, tmp_path):
+    bad = tmp_path / "cluster.yml"
+    bad.write_text(LAB_PLAN.read_text().replace("count: 2\n", "count: two\n", 1))
+    done = cli("change", str(plans["lab"]), str(bad), "--dry-run")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{bad}:81:" in done.stdout + done.stderr and "count" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_options_are_usage_errors(plans):
+    done = cli("change", str(plans["lab"]), str(plans["grown"]), "--batch", "0", "--dry-run")
+    assert done.returncode == 2 and "--batch" in done.stderr
+
+
+def test_options_reach_the_operations():
+    args = argparse.Namespace(replace=["a"], batch=3, force=True, drain_timeout=9)
+    from cluster_plan.day2.change.command import _options
+
+    assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
