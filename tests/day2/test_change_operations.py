@@ -328,3 +328,16 @@ def test_options_reach_the_operations():
     from cluster_plan.day2.change.command import _options
 
     assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
+
+
+def test_inform_runs_the_monitoring_stage_only_where_the_targets_live(plans, monkeypatch):
+    (add,) = operations(plans["lab"], plans["grown"])
+    inform = next(s for s in add.steps if s.action == "inform")
+    runs: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    monkeypatch.setattr(runner, "playbook", lambda ctx, books, limit: runs.append((books, limit)))
+    runner.inform(context(plans, FakeExecutor({}), "lab", "grown"), inform)
+    everyone = inform.hosts
+    assert runs == [
+        (("playbooks/common.yml", "playbooks/slurm.yml"), everyone),
+        (("playbooks/monitoring.yml",), ("head01",)),
+    ]

@@ -267,9 +267,19 @@ def _inform_stages(hosts: Iterable[Host], new: ExpandedPlan) -> tuple[str, ...]:
     return tuple(s for s in INFORM_STAGES if s in wanted)
 
 
-def _inform(hosts: tuple[str, ...], stages: tuple[str, ...], what: str) -> Step:
+def _inform(
+    new: ExpandedPlan, stages: tuple[str, ...], what: str, everywhere: bool = False
+) -> Step:
+    """Run `stages` on every host of the new plan; the monitoring stage, unless `everywhere`,
+    only where the scrape targets live (each host's own exporter did not change)."""
+    hosts = tuple(new["hosts"])
+    servers = tuple(h for h, s in new["hosts"].items() if "monitoring_server" in s["roles"])
+    plays = tuple(
+        (stage, servers if stage.endswith("/monitoring.yml") and not everywhere else hosts)
+        for stage in stages
+    )
     names = ", ".join(p.split("/")[-1] for p in stages)
-    return Step("inform", hosts, f"{what} ({names})", (("stages", stages),))
+    return Step("inform", hosts, f"{what} ({names})", (("plays", plays),))
 
 
 def _batches(hosts: list[str], size: int) -> list[tuple[str, ...]]:
@@ -295,7 +305,7 @@ def _add(added: tuple[str, ...], new: ExpandedPlan) -> Operation:
     inform = _inform_stages((new["hosts"][h] for h in added), new)
     steps = (
         *_bring_in(added, new, "provision"),
-        _inform(tuple(new["hosts"]), inform, "tell every host of the new ones"),
+        _inform(new, inform, "tell every host of the new ones"),
         *_health(added, new),
     )
     return Operation("add", added, "new in the plan", steps)
@@ -348,7 +358,10 @@ def _reconfigure(
     )
     everyone = tuple(new["hosts"])
     return Operation(
-        "reconfigure", everyone, why, (_inform(everyone, stages, "apply the plan to every host"),)
+        "reconfigure",
+        everyone,
+        why,
+        (_inform(new, stages, "apply the plan to every host", bool(sorted_.cluster)),),
     )
 
 

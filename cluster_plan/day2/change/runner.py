@@ -368,13 +368,27 @@ def _check_host(ctx: Context, host: str) -> None:
         _ceph_check(ctx)
 
 
+def inform(ctx: Context, step: Step) -> None:
+    """The stages in order, one ansible-playbook run per run of stages on the same hosts."""
+    plays = step.param("plays") or tuple((stage, step.hosts) for stage in INFORM_STAGES)
+    group: list[str] = []
+    limit: tuple[str, ...] = ()
+    for stage, hosts in (*plays, ("", ())):
+        if group and (tuple(hosts) != limit or not stage):
+            playbook(ctx, tuple(group), limit)
+            group = []
+        if stage and tuple(hosts):
+            group.append(stage)
+            limit = tuple(hosts)
+
+
 def run_step(ctx: Context, op: Operation, step: Step) -> None:
     if step.action == "provision":
         provision(ctx, step, op.kind)
     elif step.action == "converge":
         playbook(ctx, STAGES, step.hosts)
     elif step.action == "inform":
-        playbook(ctx, tuple(step.param("stages", INFORM_STAGES)), step.hosts)
+        inform(ctx, step)
     else:
         ACTIONS[step.action](ctx, step)
 
