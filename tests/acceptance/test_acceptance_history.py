@@ -361,7 +361,7 @@ def test_commands_record_list_mark_and_compare(
     plan.write_text(json.dumps(expanded))
     out = tmp_path / "reports"
     rates: dict[str, float] = {}
-    monkeypatch.setattr(command, "_executor", lambda *a: simulated(expanded, rates))
+    monkeypatch.setattr(command, "executor_for", lambda *a: simulated(expanded, rates))
     run = ["acceptance", "p.yml", "--expanded", str(plan), "--output-dir", str(out),
            "--phases", "bandwidth", "--duration", "1"]  # fmt: skip
     assert main(run) == 0

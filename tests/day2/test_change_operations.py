@@ -341,3 +341,22 @@ def test_inform_runs_the_monitoring_stage_only_where_the_targets_live(plans, mon
         (("playbooks/common.yml", "playbooks/slurm.yml"), everyone),
         (("playbooks/monitoring.yml",), ("head01",)),
     ]
+
+
+def test_a_removed_host_s_addresses_stay_held_back_in_the_new_lock(plans, tmp_path):
+    """What `cluster-plan lock NEW` (from the deployed lock) does with a host that left: its
+    addresses are released to it alone, so no other host is given them by a later change."""
+
+    def shrink(plan: dict[str, Any]) -> None:
+        plan["node_groups"]["cpu"]["count"] = 1
+
+    grown = json.loads(plans["grown"].with_suffix(".lock.json").read_text())
+    shrunk = write_plan(tmp_path, shrink, base=plans["grown"])
+    lock = json.loads(shrunk.with_suffix(".lock.json").read_text())
+    held = {}
+    for name, network in lock["networks"].items():
+        address = grown["networks"][name]["hosts"].get("cpu02")
+        assert "cpu02" not in network["hosts"]
+        held[name] = network.get("released", {}).get(address)
+    assert held == {"mgmt": held["mgmt"], "compute": held["mgmt"], "storage": held["mgmt"]}
+    assert held["mgmt"] == "cpu02"
