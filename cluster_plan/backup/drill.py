@@ -71,10 +71,23 @@ def compare_restored(
             if not stat.S_ISREG(info.st_mode) or max(info.st_mtime, info.st_ctime) >= snapshot_time:
                 result.changed_since += 1
                 continue
+            try:
+                digest = sha256_file(source)
+                after = source.lstat()
+            except FileNotFoundError:  # rotated away while it was read (slurmctld's state)
+                result.changed_since += 1
+                continue
+            if _identity(after) != _identity(info):  # replaced or written while it was read
+                result.changed_since += 1
+                continue
             result.checked += 1
-            if sha256_file(source) != sha256_file(restored):
+            if digest != sha256_file(restored):
                 result.mismatches.append("/" + str(restored.relative_to(restored_root)))
     return result
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _regular_files(top: Path) -> Iterable[Path]:

@@ -117,6 +117,30 @@ def test_files_changed_after_the_snapshot_are_not_held_against_it(tmp_path: Path
     assert (result.checked, result.changed_since) == (0, 2)
 
 
+@pytest.mark.parametrize("race", ["removed", "replaced"])
+def test_a_source_file_rotated_while_it_is_read_is_not_held_against_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, race: str
+) -> None:
+    """slurmctld renames its state files (part_state -> part_state.old) at any moment: one
+    that goes, or is replaced, between the drill's look at it and its read is changed since
+    the snapshot (as ci14 met it on head01), not a failed drill."""
+    source, restored = tmp_path / "source", tmp_path / "restored"
+    _tree(source, {"state/part_state.old": "a", "state/node_state": "same"})
+    _tree(restored, {"state/part_state.old": "a", "state/node_state": "same"})
+    real = drill.sha256_file
+
+    def rotating(path: Path) -> str:
+        if path.name == "part_state.old" and path.is_relative_to(source):
+            path.unlink()  # between the drill's lstat and its read
+            if race == "replaced":
+                path.write_text("b")
+        return real(path)
+
+    monkeypatch.setattr(drill, "sha256_file", rotating)
+    result = drill.compare_restored(restored, time.time() + 5, ["/state"], source_root=source)
+    assert result.ok and (result.checked, result.changed_since) == (1, 1)
+
+
 def test_a_declared_path_missing_from_the_snapshot_fails_the_drill(tmp_path: Path) -> None:
     source, restored = tmp_path / "source", tmp_path / "restored"
     _tree(source, {"etc/munge/munge.key": "key"})
