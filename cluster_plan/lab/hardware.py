@@ -89,6 +89,14 @@ def detach_host_disks(names: LabNames, host: str, loops: dict[str, str]) -> None
         del loops[key]
 
 
+def detach_images(folder: Path) -> None:
+    """Detach every loop device backed by an image in `folder` (one node's disks), whatever
+    the state says: a run stopped between attaching and recording leaves such loops."""
+    for image in folder.glob("*.img"):
+        for line in run(["losetup", "-j", str(image)], check=False).stdout.splitlines():
+            run(["losetup", "-d", line.split(":", 1)[0]], check=False)
+
+
 def _backing(loop: str) -> str:
     try:
         return Path(f"/sys/block/{Path(loop).name}/loop/backing_file").read_text().strip()

@@ -322,46 +322,52 @@ def _power_off(names: LabNames, st: state.LabState, host: str) -> None:
 
 def retire_node(expanded: ExpandedPlan, host: str) -> bool:
     """Power a node off for good (it left the plan): its processes, namespace, disks and
-    overlay go, and the lab forgets it. False when it was not running (nothing done)."""
+    overlay go, and the lab forgets it. Safe to run again after an interruption: what is
+    left of the node is removed whether or not the state still names it. False when nothing
+    of it was there."""
     require_root()
     names = for_plan(expanded)
     with state.locked(RUN_ROOT, names.lab):
         st = state.load(names.state_file)
-        if st is None or (host not in st.nodes and host not in st.host_digests):
+        if st is None:
             return False
+        known = host in st.nodes or host in st.host_digests
+        left = known or fabric.netns_exists(names.node_ns(host)) or names.node_dir(host).exists()
         _power_off(names, st, host)
-        st.host_digests.pop(host, None)
-        state.save(names.state_file, st)
         fabric.delete_netns(names.node_ns(host))
         hardware.detach_host_disks(names, host, st.loops)
-        state.save(names.state_file, st)
+        hardware.detach_images(names.node_dir(host) / "disks")
         shutil.rmtree(names.node_dir(host), ignore_errors=True)
-        return True
+        st.host_digests.pop(host, None)
+        state.save(names.state_file, st)  # last: a stop before here leaves it to a re-run
+        return left
 
 
 def reimage_node(expanded: ExpandedPlan, host: str) -> ProcRef:
     """New hardware under the same name: the node boots from a fresh disk (its overlay and
-    OSD disks are new and empty), with the same cables and addresses."""
+    OSD disks are new and empty), with the same cables (its namespace and ports stay, as for
+    `lab restart`) and addresses. Safe to run again: a node a stopped run left powered off is
+    booted fresh."""
     require_root()
     names = for_plan(expanded)
     with state.locked(RUN_ROOT, names.lab):
         st = state.load(names.state_file)
-        if st is None or host not in st.nodes:
+        if st is None or host not in expanded["hosts"] or host not in st.host_digests:
             raise LabError(f"node {host} is not part of a running lab {names.lab}")
         _power_off(names, st, host)
-        state.save(names.state_file, st)
         hardware.detach_host_disks(names, host, st.loops)
+        hardware.detach_images(names.node_dir(host) / "disks")
         shutil.rmtree(names.node_dir(host), ignore_errors=True)
         spec = expanded["hosts"][host]
         net_name = expanded["cluster"]["management_network"]
         dns = list(expanded["networks"][net_name]["dns"])
-        base = rootfs.base_dir()
         hardware.attach_disks(names, host, spec, st.loops)
         node.prepare_upper(names, host, spec, ensure_ssh_key(names), dns)
-        script = node.boot_script(names, host, spec, base, st.loops)
+        script = node.boot_script(names, host, spec, rootfs.base_dir(), st.loops)
         parent, init = node.boot(names, host, script)
         st.nodes[host] = init
         st.services[f"boot-{host}"] = parent
+        st.host_digests[host] = host_digests(expanded)[host]
         state.save(names.state_file, st)
         wait_ready(names, st, {**expanded, "hosts": {host: spec}})
         return init

@@ -27,7 +27,7 @@ from support.change_plans import (
 
 from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.day2.change import runner
-from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
     ChangeRefused,
     Operation,
@@ -172,18 +172,35 @@ def test_render_lists_each_operation_and_its_steps(plans):
 # --- journal ------------------------------------------------------------------------------
 
 
-def test_the_journal_remembers_done_steps_per_change(plans, tmp_path):
-    ops = operations(plans["grown"], plans["lab"])
-    journal = Journal(tmp_path, ops)
-    assert not journal.started
+def test_the_journal_remembers_done_steps_per_change_and_closes_when_done(tmp_path):
+    identity = {"old": {"a": 1}, "new": {"a": 2}, "replace": [], "batch": 1}
+    journal = Journal(tmp_path, identity)
+    assert not journal.started and journal.finished_at() is None
     journal.mark_done("1/drain:cpu02", 1.5)
     journal.mark_failed("1/wait-jobs:cpu02", "running job(s) 7")
-    again = Journal(tmp_path, ops)
+    again = Journal(tmp_path, identity)
     assert again.done("1/drain:cpu02") and not again.done("1/wait-jobs:cpu02")
-    assert again.failed == {**again.failed, "step": "1/wait-jobs:cpu02"}
-    other = Journal(tmp_path, operations(plans["lab"], plans["grown"]))
-    assert other.path != journal.path and not other.started  # another change, its own record
-    assert json.loads(journal.path.read_text())["digest"] == journal.digest
+    assert again.failed is not None and again.failed["step"] == "1/wait-jobs:cpu02"
+    # the same kind of edit with other values (memory 4 -> 3, then 3 -> 2) is another change
+    other = Journal(tmp_path, {**identity, "new": {"a": 3}})
+    assert other.path != journal.path and not other.started
+    again.finish()
+    assert not again.path.exists() and Journal(tmp_path, identity).finished_at() is not None
+
+
+def test_a_broken_record_or_a_second_run_is_refused_with_the_file_named(tmp_path):
+    identity = {"old": 1, "new": 2}
+    journal = Journal(tmp_path, identity)
+    second = Journal(tmp_path, identity)
+    with (
+        journal.held(),
+        pytest.raises(JournalError, match="another run of this change holds"),
+        second.held(),
+    ):
+        pass
+    journal.path.write_text("{not json")
+    with pytest.raises(JournalError, match=f"{journal.path}: not a readable change record"):
+        Journal(tmp_path, identity)
 
 
 # --- runner -------------------------------------------------------------------------------
@@ -252,6 +269,7 @@ def test_a_run_stops_at_the_first_failing_step_and_the_next_run_continues_there(
     plans, tmp_path, monkeypatch
 ):
     ops = operations(plans["grown"], plans["upgraded"])
+    identity = {"test": "stop and continue"}
     seen: list[str] = []
     broken = {"check:cpu01"}
 
@@ -262,11 +280,11 @@ def test_a_run_stops_at_the_first_failing_step_and_the_next_run_continues_there(
 
     monkeypatch.setattr(runner, "run_step", fake_step)
     ctx = context(plans, FakeExecutor({}), "grown", "upgraded")
-    assert runner.carry_out(ctx, ops, Journal(tmp_path, ops)) is False
+    assert runner.carry_out(ctx, ops, Journal(tmp_path, identity)) is False
     assert seen[-1] == "check:cpu01" and not any("cpu02" in k for k in seen)  # rest untouched
     broken.clear()
     seen.clear()
-    assert runner.carry_out(ctx, ops, Journal(tmp_path, ops)) is True
+    assert runner.carry_out(ctx, ops, Journal(tmp_path, identity)) is True
     assert seen[0] == "check:cpu01"  # the steps done before are not run again
     assert "converge:cpu02" in seen and "drain:cpu01" not in seen
 
@@ -360,3 +378,110 @@ def test_a_removed_host_s_addresses_stay_held_back_in_the_new_lock(plans, tmp_pa
         held[name] = network.get("released", {}).get(address)
     assert held == {"mgmt": held["mgmt"], "compute": held["mgmt"], "storage": held["mgmt"]}
     assert held["mgmt"] == "cpu02"
+
+
+def edited(tmp_path: Path, edit: Any, base: Path = LAB_PLAN) -> Path:
+    """The plan with `edit` applied and the base's lock beside it (not re-locked)."""
+    plan = yaml.safe_load(base.read_text())
+    edit(plan)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "cluster.yml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    (tmp_path / "cluster.lock.json").write_text(base.with_suffix(".lock.json").read_text())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda p: p["node_groups"]["cpu"].update(roles=["slurm_compute", "login"]),
+            "roles change",
+        ),
+        (lambda p: p["networks"]["compute"].update(mtu=1500), "drain and restart at once"),
+    ],
+    ids=["a-host-changes-roles", "a-network-changes-mtu"],
+)
+def test_changes_that_would_skip_a_drain_are_refused(plans, tmp_path, edit, words):
+    with pytest.raises(ChangeRefused) as refused:
+        operations(plans["lab"], edited(tmp_path, edit))
+    assert any(words in r for r in refused.value.reasons), refused.value.reasons
+
+
+def test_adding_and_upgrading_in_one_change_is_refused(plans, tmp_path):
+    both = write_plan(tmp_path, grow_cpu, smaller_cpu_memory)
+    with pytest.raises(ChangeRefused, match="one plan change and the upgrade the next"):
+        operations(plans["lab"], both)
+
+
+def test_a_host_setting_that_is_neither_version_nor_hardware_reconfigures_everything(
+    plans, tmp_path
+):
+    def other_pool(plan: dict[str, Any]) -> None:
+        plan["node_groups"]["cpu"]["pool"] = "cpu2"
+        plan["scheduler"]["workload_classes"]["general"]["pool"] = "cpu2"
+
+    (reconfigure,) = operations(plans["lab"], edited(tmp_path, other_pool))
+    assert reconfigure.kind == "reconfigure"
+    plays = dict(reconfigure.steps[0].param("plays"))
+    assert plays["playbooks/monitoring.yml"] == reconfigure.hosts  # everywhere
+    assert "playbooks/storage.yml" in plays
+
+
+def test_an_upgraded_storage_node_is_asked_ok_to_stop_before_its_converge(plans, tmp_path):
+    def storage_memory(plan: dict[str, Any]) -> None:
+        plan["hardware"]["storage"]["memory_gb"] = 3
+
+    ops = operations(plans["lab"], edited(tmp_path, storage_memory))
+    stor01 = next(o for o in ops if o.hosts == ("stor01",))
+    assert actions(stor01) == ["osd-ok-to-stop", "converge", "check"]
+
+
+def test_an_operator_s_own_drain_is_kept_and_never_lifted(plans):
+    executor = FakeExecutor({"--format=%E": [(0, "bad DIMM\n")], "--format=%T": [(0, "drained\n")]})
+    ctx = context(plans, executor, "lab", "lab")
+    runner.drain(ctx, Step("drain", ("cpu01",), "", (("reason", "cluster-plan change: x"),)))
+    runner.resume(ctx, Step("resume", ("cpu01",), ""))
+    assert not any("State=" in c for _, c in executor.calls)
+    executor.answers["--format=%E"] = [(0, "cluster-plan change: upgrade\n")]
+    runner.resume(ctx, Step("resume", ("cpu01",), ""))
+    assert ("head01", "scontrol update NodeName=cpu01 State=RESUME") in executor.calls
+
+
+def test_ceph_that_cannot_answer_is_not_taken_for_no_osds(plans):
+    executor = FakeExecutor({"ls-tree": [(1, "")]})
+    ctx = context(plans, executor, "lab", "lab")
+    with pytest.raises(runner.StepFailed, match=r"ceph osd ls-tree osd01. exited 1"):
+        runner.osd_out(ctx, Step("osd-out", ("osd01",), ""))
+    executor.answers["ls-tree"] = [(0, "")]  # answers, but places none of the planned OSDs
+    with pytest.raises(runner.StepFailed, match="Ceph places 0 OSD"):
+        runner.osd_out(ctx, Step("osd-out", ("osd01",), ""))
+    executor.answers.update({"ls-tree": [(0, "4\n")], "safe-to-destroy": [(1, "")]})
+    with pytest.raises(runner.StepFailed, match=r"osd\.4 of osd01 is not safe to destroy"):
+        runner.osd_purge(ctx, Step("osd-purge", ("osd01",), ""))
+    assert not any("purge 4" in c for _, c in executor.calls)
+
+
+def test_kubernetes_pods_are_waited_for_unless_forced(plans, monkeypatch):
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    pods = "DaemonSet kube-system/calico-node-x\nJob team-a/train-0\n"
+    executor = FakeExecutor({"get pods": [(0, pods)]})
+    ctx = context(plans, executor, "lab", "lab")
+    with pytest.raises(runner.StepFailed, match=r"running pod\(s\) team-a/train-0.*--force"):
+        runner._wait_pods(ctx, "cpu01", 0, force=False)
+    assert not any(" drain " in c for _, c in executor.calls)
+    runner._wait_pods(ctx, "cpu01", 0, force=True)
+    assert any("kubectl drain cpu01" in c and "--timeout=1s" in c for _, c in executor.calls)
+
+
+def test_a_real_replacement_waits_for_another_machine_id(plans, tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    monkeypatch.setattr(runner, "PROVISION_TIMEOUT_S", 0)
+    executor = FakeExecutor({"machine-id": [(0, "aaa\n")]})
+    ctx = context(plans, executor, "lab", "lab")
+    ctx.state_dir = tmp_path
+    with pytest.raises(runner.StepFailed, match="not re-provisioned yet: cpu01"):
+        runner.provision(ctx, Step("provision", ("cpu01",), ""), "replace")
+    assert (tmp_path / "replace-cpu01.machine-id").read_text() == "aaa"
+    executor.answers["machine-id"] = [(0, "bbb\n")]  # the reinstalled host
+    runner.provision(ctx, Step("provision", ("cpu01",), ""), "replace")

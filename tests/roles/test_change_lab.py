@@ -18,7 +18,7 @@ import pytest
 from lab_helpers import PLAN, cli, on_node, sbatch
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by the test below.
-from support.change_plans import grow_cpu, smaller_cpu_memory, write_plan
+from support.change_plans import grow_cpu, shrink_cpu, smaller_cpu_memory, write_plan
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
 from cluster_plan.api import load_expanded
@@ -66,6 +66,7 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
 ):
     grown = write_plan(tmp_path / "grown", grow_cpu)
     upgraded = write_plan(tmp_path / "upgraded", smaller_cpu_memory, base=grown)
+    shrunk = write_plan(tmp_path / "shrunk", shrink_cpu, base=upgraded)
     journal = tmp_path / "journal"
     seconds: dict[str, float] = {}
     before = real_memory(CONTROLLER, "cpu01")  # the lab profile's 4 GB, as Slurm counts it
@@ -109,33 +110,38 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
         sh(CONTROLLER, f"for i in $(seq 60); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                        "sleep 1; done; exit 1")  # fmt: skip
         started = time.monotonic()
-        removed = change(journal, upgraded, PLAN)
-        seconds["remove (a job of 40 s running) and roll cpu01 back"] = time.monotonic() - started
+        removed = change(journal, upgraded, shrunk)
+        seconds["remove (a job of 40 s running)"] = time.monotonic() - started
         assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr[-2000:]
-        assert removed.stdout.index("1. remove cpu02") < removed.stdout.index("2. upgrade cpu01")
         assert f"cpu02: running job(s) {job}" in removed.stdout, removed.stdout[-4000:]
         record = sh(CONTROLLER, f"sacct -n -X -j {job} -o State,ExitCode -P")
         assert record.split() == ["COMPLETED|0:0"], record
         assert "cpu02" not in sh(CONTROLLER, "sinfo -h -N -o %N")
         assert "cpu02" not in sh(CONTROLLER, "cat /etc/hosts /etc/slurm/slurm.conf")
         assert "cpu02" not in lab_hosts()
-        assert real_memory(CONTROLLER, "cpu01") == before
 
-        # -- replace: cpu01 gets a new disk under the same name and address
+        # -- replace: cpu01 gets a new disk under the same name and address, and comes back
+        # on the lab plan's profile (what every other host knows of it follows)
         address = load_expanded(str(PLAN))["hosts"]["cpu01"]["address"]
         sh("cpu01", "echo old disk > /root/replace-marker")
         started = time.monotonic()
-        replaced = change(journal, PLAN, PLAN, "--replace", "cpu01")
-        seconds["replace"] = time.monotonic() - started
+        replaced = change(journal, shrunk, PLAN, "--replace", "cpu01")
+        seconds["replace, back to the lab plan"] = time.monotonic() - started
         assert replaced.returncode == 0, replaced.stdout[-4000:] + replaced.stderr[-2000:]
         assert "re-provision cpu01" in replaced.stdout and "cpu01: healthy" in replaced.stdout
         assert sh("cpu01", "ls /root/replace-marker 2>/dev/null || echo gone").split() == ["gone"]
         assert f"inet {address}/" in sh("cpu01", "ip -4 -o addr show")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu01 -t 1 hostname")
         assert ran.split() == ["cpu01"]
+        assert real_memory(CONTROLLER, "cpu01") == before
+        again = change(journal, shrunk, PLAN, "--replace", "cpu01")
+        assert again.returncode == 0 and "carried out to the end" in again.stdout
     finally:
         on_node("cpu01", f"rm -f {FAULT} && systemctl daemon-reload", timeout=60)
         if "cpu02" in lab_hosts():  # back to the lab plan's cluster whatever stopped above
-            back = change(tmp_path / "restore", upgraded, PLAN, "--force")
+            back = change(tmp_path / "restore", upgraded, shrunk, "--force")
+            print(back.stdout[-3000:], back.stderr[-2000:])
+        if real_memory(CONTROLLER, "cpu01") != before:
+            back = change(tmp_path / "restore", shrunk, PLAN, "--force")
             print(back.stdout[-3000:], back.stderr[-2000:])
     print("day-2 operation times on the lab:", {k: round(v) for k, v in seconds.items()})

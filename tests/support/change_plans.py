@@ -33,6 +33,11 @@ def smaller_cpu_memory(plan: dict[str, Any]) -> None:
     plan["node_groups"]["cpu"]["hardware"] = "cpu-3g"
 
 
+def shrink_cpu(plan: dict[str, Any]) -> None:
+    """The cpu group back to one node (cpu02 leaves)."""
+    plan["node_groups"]["cpu"]["count"] = 1
+
+
 def grow_osd_only(plan: dict[str, Any]) -> None:
     """A storage node with an OSD and nothing else (osdn01)."""
     like = plan["node_groups"]["osd"]

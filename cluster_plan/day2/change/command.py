@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cluster_plan.acceptance.execution import CommandResult, PrefixExecutor, Running
 from cluster_plan.cli.policy import Exit, UsageError
-from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
     ChangeRefused,
     Operation,
@@ -123,22 +124,45 @@ def _confirmed(args: argparse.Namespace) -> bool:
     if not sys.stdin.isatty():
         print("cluster-plan change: not run: pass --yes to run without a prompt", file=sys.stderr)
         return False
-    answer = input("Carry out these operations? Only 'yes' is accepted: ")
+    try:
+        answer = input("Carry out these operations? Only 'yes' is accepted: ")
+    except EOFError:
+        return False
     return answer.strip() == "yes"
+
+
+def _lock_problem(path: Path) -> str | None:
+    """NEW must be locked as it is: its inventory is what every playbook runs from."""
+    from cluster_plan.plan.validate import validate_file
+
+    result = validate_file(path, check_lock=True)
+    if result.lock is not None:
+        return None
+    problem = result.lock_problem or next(
+        (f for f in result.findings if f.code.startswith("lock")), None
+    )
+    return f"{path}: {problem.message if problem else 'its lock cannot be used'}"
 
 
 def change_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.views.diff import deployed_pair, diff_expanded
 
+    if args.transport == "lab-netns":
+        raise UsageError("--transport lab-netns cannot run the nodes' own tools: use lab")
     old, new = deployed_pair(args.old, args.new)  # PlanError: the CLI prints every finding
+    options = _options(args)
     try:
-        ops = plan_operations(old, new, diff_expanded(old, new), _options(args))
+        ops = plan_operations(old, new, diff_expanded(old, new), options)
     except ChangeRefused as refused:
         for reason in refused.reasons:
             print(f"cluster-plan change: refused: {reason}", file=sys.stderr)
         return Exit.REFUSED
     folder = args.journal_dir or Path("reports") / str(new["cluster"]["name"]) / "changes"
-    journal = Journal(folder, ops)
+    identity = {"old": old, "new": new, "replace": sorted(options.replace), "batch": options.batch}
+    try:
+        journal = Journal(folder, identity)
+    except JournalError as exc:
+        raise UsageError(str(exc)) from None
     document: dict[str, Any] = {
         "operations": [op.as_dict() for op in ops],
         "journal": str(journal.path),
@@ -146,12 +170,25 @@ def change_command(args: argparse.Namespace) -> Exit:
     }
     # people see the operations before they are asked; a program reads them in the result
     log = sys.stderr if args.format == "json" else sys.stdout
-    print(render(ops) + _progress(journal), file=log, flush=True)
+    finished = journal.finished_at()
+    if finished is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(finished))
+        print(f"this change was carried out to the end at {when} ({journal.finished_path}): "
+              "nothing to do", file=log)  # fmt: skip
+        ops = []
+    else:
+        print(render(ops) + _progress(journal), file=log, flush=True)
     exit = Exit.OK
     if ops and not args.dry_run:
+        if problem := _lock_problem(args.new):
+            raise UsageError(f"{problem}; run `cluster-plan lock {args.new}` first")
         if not _confirmed(args):
             return Exit.REFUSED
-        exit = _carry_out(args, old, new, ops, journal, log)
+        try:
+            with journal.held():
+                exit = _carry_out(args, old, new, ops, journal, log)
+        except JournalError as exc:
+            raise UsageError(str(exc)) from None
         document["carried_out"] = exit == Exit.OK
         document["failed"] = journal.failed
         document["seconds"] = journal.seconds()
@@ -183,8 +220,6 @@ def _carry_out(
     from cluster_plan.acceptance.command import executor_for
     from cluster_plan.day2.change.runner import Context, carry_out
 
-    if args.transport == "lab-netns":
-        raise UsageError("--transport lab-netns cannot run the nodes' own tools: use lab")
     with tempfile.TemporaryDirectory(prefix="cluster-plan-change-") as control_dir:
         if args.transport == "lab":
             executor: Any = LabExecutor(old, new)
@@ -195,6 +230,7 @@ def _carry_out(
             executor = executor_for(args, new, addresses, Path(control_dir))
         ctx = Context(old, new, args.new, executor, lab=args.transport == "lab", log=log)
         ctx.check_timeout_s = args.check_timeout
+        ctx.state_dir = journal.path.parent
         ok = carry_out(ctx, ops, journal)
     if not ok:
         print(
@@ -204,5 +240,6 @@ def _carry_out(
         )
         return Exit.FAILED
     times = journal.seconds()
+    journal.finish()
     print(f"change carried out: {len(times)} step(s), {sum(times.values()):.0f} s", file=log)
     return Exit.OK

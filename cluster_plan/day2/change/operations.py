@@ -146,10 +146,17 @@ def _sort(changes: Iterable[Change]) -> _Sorted:
             (out.added if change.kind == "added" else out.removed).append(host)
             continue
         name = _host_field(change)
-        out.changed.add(host)
+        if change.impact != "none":
+            out.changed.add(host)
         version = next((v for f, v in VERSION_FIELDS.items() if name.startswith(f)), None)
         if version:
             out.rolled.setdefault(host, []).append(f"{version} changed")
+        elif name.startswith("roles"):
+            out.refused.append(
+                f"{host}: its roles change: a host does not change roles in a running cluster "
+                "(data, jobs or a service would move with no step to move them); remove it "
+                "and add it back with its new roles, as two plan changes"
+            )
         elif change.impact in ("relocate", "renumber"):
             out.refused.append(
                 f"{host}: {name} changes ({change.impact}): a host is moved or renumbered by "
@@ -165,11 +172,30 @@ def _sort(changes: Iterable[Change]) -> _Sorted:
 
 
 def _cluster_refusals(changes: list[Change]) -> list[str]:
-    return [
+    reasons = [
         f"{c.path} changes ({c.impact}): a rebuild, not a change a running cluster takes"
         for c in changes
         if IMPACTS.index(c.impact) >= IMPACTS.index("reinstall")
     ]
+    reasons += [
+        f"{c.path} changes: every host must drain and restart at once (hosts that differ in "
+        "it cannot talk to each other while a roll goes on): apply it with site.yml in a "
+        "maintenance window"
+        for c in changes
+        if c.impact == "drain and restart"
+    ]
+    return reasons
+
+
+def _mixing_refusals(sorted_: _Sorted) -> list[str]:
+    """Adding or removing hosts tells every host of the new plan, upgraded data included: it
+    would reach the hosts to upgrade before they are drained."""
+    if sorted_.rolled and (sorted_.added or sorted_.removed):
+        return [
+            "hosts are added or removed and others upgraded in the same change: make the "
+            "additions and removals one plan change and the upgrade the next"
+        ]
+    return []
 
 
 def _removal_refusals(hosts: list[str], old: ExpandedPlan) -> list[str]:
@@ -291,7 +317,7 @@ def _refusals(
 ) -> list[str]:
     """Why the change cannot be made; the hosts the operator replaces join `sorted_`."""
     refused = list(sorted_.refused) + _cluster_refusals(sorted_.cluster)
-    refused += _removal_refusals(sorted_.removed, old)
+    refused += _removal_refusals(sorted_.removed, old) + _mixing_refusals(sorted_)
     for host in options.replace:
         if host not in new["hosts"] or host not in old["hosts"]:
             refused.append(f"--replace {host}: no such host in both plans")
@@ -336,6 +362,15 @@ def _upgrade(batch: tuple[str, ...], why: str, new: ExpandedPlan, options: Optio
     for host in batch:
         steps += _take_out(host, new["hosts"][host], options, "upgrade")
     steps = [s for s in steps if not s.action.startswith("osd-")]  # data stays on an upgrade
+    if any(_osds(new["hosts"][h]) for h in batch):
+        steps.append(
+            Step(
+                "osd-ok-to-stop",
+                batch,
+                f"Ceph stays available with the OSDs of {', '.join(batch)} stopped "
+                "(`ceph osd ok-to-stop`)",
+            )
+        )
     steps += [
         Step("converge", batch, f"apply the new plan to {', '.join(batch)}"),
         *_health(batch, new),
@@ -346,22 +381,22 @@ def _upgrade(batch: tuple[str, ...], why: str, new: ExpandedPlan, options: Optio
 def _reconfigure(
     sorted_: _Sorted, rolled: list[str], old: ExpandedPlan, new: ExpandedPlan
 ) -> Operation:
-    rolled = rolled + [h for h in sorted_.replaced if h in sorted_.changed]
-    # A cluster setting may show in any host's files: every stage that writes them. A removed
-    # or upgraded host's data shows on the others in the same files as its name.
-    touched = [old["hosts"][h] for h in sorted_.removed] + [new["hosts"][h] for h in rolled]
-    stages = INFORM_STAGES if sorted_.cluster else _inform_stages(touched, new)
-    why = (
-        "the plan as a whole changed"
-        if sorted_.cluster
-        else "every host's view of the cluster follows the plan"
-    )
+    # A cluster setting, or a host's setting that is neither a version nor new hardware (its
+    # pool, datasets, links), may show in any host's files: every stage that writes them, on
+    # every host. A removed, upgraded or replaced host's data shows on the others in the same
+    # files as its name.
+    others = sorted_.changed - set(rolled) - set(sorted_.replaced)
+    touched = [old["hosts"][h] for h in sorted_.removed]
+    touched += [new["hosts"][h] for h in sorted_.changed if h in new["hosts"]]
+    full = bool(sorted_.cluster or others)
+    stages = INFORM_STAGES if full else _inform_stages(touched, new)
+    why = "the plan as a whole changed" if full else "what every host knows follows the plan"
     everyone = tuple(new["hosts"])
     return Operation(
         "reconfigure",
         everyone,
         why,
-        (_inform(new, stages, "apply the plan to every host", bool(sorted_.cluster)),),
+        (_inform(new, stages, "apply the plan to every host", full),),
     )
 
 
@@ -382,7 +417,7 @@ def plan_operations(
     for batch in _batches(rolled, max(1, options.batch)):
         why = "; ".join(f"{h}: {', '.join(sorted_.rolled[h])}" for h in batch)
         ops.append(_upgrade(batch, why, new, options))
-    if sorted_.removed or sorted_.cluster or rolled or sorted_.changed & set(sorted_.replaced):
+    if sorted_.removed or sorted_.cluster or sorted_.changed:
         ops.append(_reconfigure(sorted_, rolled, old, new))
     return ops
 

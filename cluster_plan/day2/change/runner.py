@@ -25,11 +25,13 @@ from cluster_plan.day2.change.operations import (
     Step,
     hosts_text,
 )
+from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
 
 REPO = Path(__file__).resolve().parents[3]
 POLL_S = 5.0
 CHECK_TIMEOUT_S = 180
+PROVISION_TIMEOUT_S = 1800
 OSD_EMPTY_TIMEOUT_S = 3600
 KUBECONFIG = "/etc/kubernetes/admin.conf"
 READY_PATH = shlex.quote('{.status.conditions[?(@.type=="Ready")].status}')
@@ -49,6 +51,7 @@ class Context:
     log: TextIO = sys.stdout
     ansible_args: list[str] = field(default_factory=list)
     check_timeout_s: float = CHECK_TIMEOUT_S
+    state_dir: Path = Path("reports")
     sleep: Callable[[float], None] = time.sleep
 
     def host(self, name: str) -> Host:
@@ -142,14 +145,14 @@ def playbook(ctx: Context, playbooks: tuple[str, ...], limit: tuple[str, ...]) -
 
 
 def provision(ctx: Context, step: Step, kind: str) -> None:
-    if ctx.lab:
-        from cluster_plan.lab import lifecycle
-
-        if kind == "replace":
-            for host in step.hosts:
-                lifecycle.reimage_node(ctx.new, host)
-        else:
-            lifecycle.up(ctx.new, str(ctx.new_path), log=ctx.log)
+    try:
+        if ctx.lab:
+            _lab_provision(ctx, step, kind)
+            return
+    except LabError as exc:
+        raise StepFailed(str(exc)) from None
+    if kind == "replace":
+        _wait_for_new_machines(ctx, step.hosts)
         return
     ctx.say(
         "  waiting for "
@@ -161,17 +164,111 @@ def provision(ctx: Context, step: Step, kind: str) -> None:
         down = [h for h in step.hosts if ctx.sh(h, "true", timeout=20).rc != 0]
         return f"unreachable: {', '.join(down)}" if down else None
 
-    _wait(ctx, "provision", 1800, unreachable)
+    _wait(ctx, "provision", PROVISION_TIMEOUT_S, unreachable)
+
+
+def _lab_provision(ctx: Context, step: Step, kind: str) -> None:
+    from cluster_plan.lab import lifecycle
+
+    if kind == "replace":
+        for host in step.hosts:
+            lifecycle.reimage_node(ctx.new, host)
+        return
+    # the hosts this change removes later still run: the lab keeps them until they retire
+    leaving = {h: s for h, s in ctx.old["hosts"].items() if h not in ctx.new["hosts"]}
+    lifecycle.up({**ctx.new, "hosts": {**leaving, **ctx.new["hosts"]}}, str(ctx.new_path), ctx.log)
+
+
+def _wait_for_new_machines(ctx: Context, hosts: tuple[str, ...]) -> None:
+    """A replaced host is the same name on new hardware (or a reinstalled OS): wait until it
+    answers with another /etc/machine-id than the one it had when this step first ran."""
+    before: dict[str, str] = {}
+    for host in hosts:
+        record = ctx.state_dir / f"replace-{host}.machine-id"
+        if not record.exists():
+            seen = ctx.sh(host, "cat /etc/machine-id", timeout=20)
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(seen.stdout.strip() if seen.rc == 0 else "")
+        before[host] = record.read_text().strip()
+    ctx.say(
+        f"  re-provision {', '.join(hosts)} now (install the OS and the cluster's SSH key); "
+        f"waiting up to {PROVISION_TIMEOUT_S // 60} min for each to answer as a new machine"
+    )
+
+    def old_or_down() -> str | None:
+        pending = []
+        for host in hosts:
+            seen = ctx.sh(host, "cat /etc/machine-id", timeout=20)
+            if seen.rc != 0 or (before[host] and seen.stdout.strip() == before[host]):
+                pending.append(host)
+        return f"not re-provisioned yet: {', '.join(pending)}" if pending else None
+
+    _wait(ctx, "re-provisioning (run the change again to keep waiting)", PROVISION_TIMEOUT_S,
+          old_or_down)  # fmt: skip
+
+
+OURS = "cluster-plan change"
+
+
+def _drain_reason(ctx: Context, host: str) -> str:
+    """The reason Slurm holds for a drained or down node ("" when none)."""
+    out = ctx.sh(_controller(ctx), f"sinfo --noheader --nodes={host} --format=%E").stdout
+    return out.strip().splitlines()[0].strip() if out.strip() else ""
 
 
 def drain(ctx: Context, step: Step) -> None:
     controller = _controller(ctx)
     for host in step.hosts:
-        if _scheduler(ctx) == "slurm":
-            reason = shlex.quote(str(step.param("reason", "cluster-plan change")))
-            ctx.must(controller, f"scontrol update NodeName={host} State=DRAIN Reason={reason}")
-        else:
+        if _scheduler(ctx) != "slurm":
             ctx.must(controller, _kubectl(f"cordon {host}"))
+            continue
+        held = _drain_reason(ctx, host)
+        if _node_state(ctx, host).startswith("drain") and held and not held.startswith(OURS):
+            # someone drained it for their own reason: keep it (and it stays drained after)
+            ctx.say(f"  {host} is already drained ({held}): left so")
+            continue
+        reason = shlex.quote(str(step.param("reason", OURS)))
+        ctx.must(controller, f"scontrol update NodeName={host} State=DRAIN Reason={reason}")
+
+
+def _pods_on(ctx: Context, host: str) -> str | None:
+    """The pods on a node other than its DaemonSets' (which a drain leaves), or None."""
+    template = shlex.quote(
+        "{range .items[*]}{.metadata.ownerReferences[0].kind} "
+        '{.metadata.namespace}/{.metadata.name}{"\\n"}{end}'
+    )
+    out = ctx.must(
+        _controller(ctx),
+        _kubectl(
+            f"get pods --all-namespaces --field-selector spec.nodeName={host},"
+            f"status.phase=Running -o jsonpath={template}"
+        ),
+    )
+    pods = [
+        line.split()[-1] for line in out.splitlines() if line and not line.startswith("DaemonSet")
+    ]
+    return f"running pod(s) {', '.join(pods)}" if pods else None
+
+
+def _wait_pods(ctx: Context, host: str, timeout: float, force: bool) -> None:
+    """Cordoned already: without --force wait for its pods to end, then drain what is left
+    (DaemonSets stay); with --force evict them now."""
+    if not force:
+        try:
+            _wait(ctx, f"drain of {host}", timeout, lambda: _pods_on(ctx, host))
+        except StepFailed as exc:
+            raise StepFailed(
+                f"{exc}: they keep {host}; wait and run the change again (it continues "
+                "here), or pass --force to evict them"
+            ) from None
+    ctx.must(
+        _controller(ctx),
+        _kubectl(
+            f"drain {host} --ignore-daemonsets --delete-emptydir-data "
+            f"--timeout={max(1, int(timeout))}s"
+        ),
+        timeout=timeout + 60,
+    )
 
 
 def wait_jobs(ctx: Context, step: Step) -> None:
@@ -180,15 +277,7 @@ def wait_jobs(ctx: Context, step: Step) -> None:
     force = bool(step.param("force", False))
     for host in step.hosts:
         if _scheduler(ctx) == "kubernetes":
-            extra = " --force" if force else ""
-            ctx.must(
-                controller,
-                _kubectl(
-                    f"drain {host} --ignore-daemonsets --delete-emptydir-data "
-                    f"--timeout={int(timeout)}s{extra}"
-                ),
-                timeout=timeout + 60,
-            )
+            _wait_pods(ctx, host, timeout, force)
             continue
 
         def jobs(host: str = host) -> str | None:
@@ -212,14 +301,29 @@ def wait_jobs(ctx: Context, step: Step) -> None:
 
 
 def _osd_ids(ctx: Context, host: str) -> list[str]:
+    """The OSDs Ceph places under the host; [] once the host has left CRUSH. Any other
+    failure stops the step: an unanswered question is not "no OSDs"."""
     mon = ctx.first("ceph_mon") or host
-    return ctx.must(mon, f"ceph osd ls-tree {host} 2>/dev/null || true").split()
+    result = ctx.sh(mon, f"ceph osd ls-tree {host}")
+    if result.rc == 0:
+        return result.stdout.split()
+    if "does not exist" in result.stderr or result.rc == 2:  # ENOENT: no such bucket
+        return []
+    raise StepFailed(f"on {mon}: `ceph osd ls-tree {host}` exited {result.rc}: "
+                     f"{(result.stderr or result.stdout).strip()[-400:]}")  # fmt: skip
 
 
 def osd_out(ctx: Context, step: Step) -> None:
     mon = ctx.first("ceph_mon")
     for host in step.hosts:
         ids = _osd_ids(ctx, host)
+        planned = sum(1 for d in ctx.old["hosts"].get(host, ctx.host(host))["disks"]
+                      if d.get("use") == "osd")  # fmt: skip
+        if len(ids) < planned:
+            raise StepFailed(
+                f"Ceph places {len(ids)} OSD(s) under {host}, the plan gives it {planned}: "
+                "look at `ceph osd tree` before anything of it is removed"
+            )
         if ids and mon:
             ctx.must(mon, f"ceph osd out {' '.join(ids)}")
             ctx.say(f"  OSD(s) {', '.join(ids)} of {host} out")
@@ -247,9 +351,24 @@ def osd_purge(ctx: Context, step: Step) -> None:
         return
     for host in step.hosts:
         for osd in _osd_ids(ctx, host):
+            # asked again right before: nothing is destroyed that holds the only copy
+            safe = ctx.sh(mon, f"ceph osd safe-to-destroy {osd}")
+            if safe.rc != 0:
+                raise StepFailed(f"osd.{osd} of {host} is not safe to destroy: "
+                                 f"{(safe.stderr or safe.stdout).strip()[-300:]}")  # fmt: skip
             ctx.sh(host, f"systemctl disable --now ceph-osd@{osd}", timeout=120)
             ctx.must(mon, f"ceph osd purge {osd} --yes-i-really-mean-it")
         ctx.must(mon, f"ceph osd crush remove {host} 2>/dev/null || true")
+
+
+def osd_ok_to_stop(ctx: Context, step: Step) -> None:
+    """An upgrade restarts a host's OSDs: only when Ceph stays available without them."""
+    mon = ctx.first("ceph_mon")
+    if mon is None:
+        return
+    ids = [i for host in step.hosts for i in _osd_ids(ctx, host)]
+    if ids:
+        ctx.must(mon, f"ceph osd ok-to-stop {' '.join(ids)}")
 
 
 def forget(ctx: Context, step: Step) -> None:
@@ -289,7 +408,8 @@ def resume(ctx: Context, step: Step) -> None:
             ctx.must(controller, _kubectl(f"uncordon {host}"))
             continue
         state = _node_state(ctx, host)
-        if state.startswith(("drain", "down")):
+        # only a drain of this command's: an operator's own drain is theirs to lift
+        if state.startswith(("drain", "down")) and _drain_reason(ctx, host).startswith(OURS):
             ctx.must(controller, f"scontrol update NodeName={host} State=RESUME")
 
 
@@ -345,7 +465,7 @@ def check(ctx: Context, step: Step) -> None:
         except StepFailed as exc:
             if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
                 # no job lands on a host that failed its check
-                reason = (("reason", "cluster-plan change: failed its health check"),)
+                reason = (("reason", f"{OURS}: failed its health check"),)
                 drain(ctx, Step("drain", (host,), "", reason))
                 raise StepFailed(f"{exc}; {host} is drained") from None
             raise
@@ -399,6 +519,7 @@ ACTIONS: dict[str, Callable[[Context, Step], None]] = {
     "osd-out": osd_out,
     "osd-empty": osd_empty,
     "osd-purge": osd_purge,
+    "osd-ok-to-stop": osd_ok_to_stop,
     "forget": forget,
     "retire": retire,
     "resume": resume,
