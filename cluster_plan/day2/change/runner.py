@@ -540,7 +540,7 @@ def carry_out(ctx: Context, ops: list[Operation], journal: Journal) -> bool:
             started = time.monotonic()
             try:
                 run_step(ctx, op, step)
-            except StepFailed as exc:
+            except (StepFailed, LabError, OSError) as exc:  # a lab or file problem: said, kept
                 journal.mark_failed(step_id, str(exc))
                 ctx.say(f"   FAILED: {exc}")
                 return False
