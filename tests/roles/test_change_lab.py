@@ -25,7 +25,9 @@ from cluster_plan.api import load_expanded
 from cluster_plan.lab import state
 from cluster_plan.lab.names import for_plan
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_changes]
+# lab_extended: in the fresh-clone run ci14 it passed, and the lab_changes tests that ran
+# after it on the shared lab failed (docs/operations.md); `make test-extended` runs it.
+pytestmark = [pytest.mark.lab, pytest.mark.lab_changes, pytest.mark.lab_extended]
 
 FAULT = "/etc/systemd/system/slurmd.service.d/zz-test-health-fault.conf"
 # slurmd "runs" but never answers: the unit is active, the node takes no job
