@@ -76,7 +76,7 @@ def test_a_shrunk_group_drains_then_forgets_then_retires_and_reconfigures(plans)
         ("remove", ("cpu02",)),
         ("reconfigure", ops[1].hosts),
     ]
-    assert actions(ops[0]) == ["drain", "wait-jobs", "forget", "retire"]
+    assert actions(ops[0]) == ["drain", "wait-jobs", "forget", "cephfs-evict", "retire"]
     assert "cpu02" not in ops[1].hosts
     wait = ops[0].steps[1]
     assert wait.param("timeout_s") == 600 and wait.param("force") is False
@@ -89,7 +89,7 @@ def test_a_storage_node_is_emptied_of_data_before_its_osds_are_purged(plans):
     remove, reconfigure = operations(plans["osd"], plans["lab"])
     assert remove.hosts == ("osdn01",)
     # not in the scheduler: no drain; data first, then the OSDs, then the node
-    assert actions(remove) == ["osd-out", "osd-empty", "osd-purge", "retire"]
+    assert actions(remove) == ["osd-out", "osd-empty", "osd-purge", "cephfs-evict", "retire"]
     assert reconfigure.kind == "reconfigure"
 
 
@@ -110,9 +110,25 @@ def test_a_changed_profile_rolls_one_host_at_a_time_then_reconfigures(plans):
 def test_replace_drains_reprovisions_and_checks_keeping_the_host(plans):
     (replace,) = operations(plans["lab"], plans["lab"], replace=("cpu01",))
     assert (replace.kind, replace.hosts) == ("replace", ("cpu01",))
-    assert actions(replace) == ["drain", "wait-jobs", "provision", "converge", "resume", "check"]
+    assert actions(replace) == [
+        "drain",
+        "wait-jobs",
+        "cephfs-evict",
+        "provision",
+        "converge",
+        "resume",
+        "check",
+    ]
     (osd,) = operations(plans["osd"], plans["osd"], replace=("osdn01",))
-    assert actions(osd) == ["osd-out", "osd-empty", "osd-purge", "provision", "converge", "check"]
+    assert actions(osd) == [
+        "osd-out",
+        "osd-empty",
+        "osd-purge",
+        "cephfs-evict",
+        "provision",
+        "converge",
+        "check",
+    ]
 
 
 def test_new_disks_in_a_profile_are_a_replacement(plans, tmp_path):
@@ -485,3 +501,17 @@ def test_a_real_replacement_waits_for_another_machine_id(plans, tmp_path, monkey
     assert (tmp_path / "replace-cpu01.machine-id").read_text() == "aaa"
     executor.answers["machine-id"] = [(0, "bbb\n")]  # the reinstalled host
     runner.provision(ctx, Step("provision", ("cpu01",), ""), "replace")
+
+
+def test_a_leaving_host_s_cephfs_sessions_are_evicted_and_no_other(plans):
+    sessions = json.dumps(
+        [
+            {"id": 4563, "client_metadata": {"hostname": "cpu01"}},
+            {"id": 4100, "client_metadata": {"hostname": "head01"}},
+        ]
+    )
+    executor = FakeExecutor({"session ls": [(0, sessions)]})
+    ctx = context(plans, executor, "lab", "lab")
+    runner.cephfs_evict(ctx, Step("cephfs-evict", ("cpu01",), ""))
+    evicted = [c for _, c in executor.calls if "client evict" in c]
+    assert evicted == ["ceph tell mds.0 client evict id=4563"]

@@ -218,6 +218,19 @@ def _scheduled(spec: Host) -> bool:
     return bool({"slurm_compute", "k8s_worker"} & set(spec["roles"]))
 
 
+def _cephfs(plan: ExpandedPlan) -> bool:
+    return any("ceph_mds" in s["roles"] for s in plan["hosts"].values())
+
+
+def _evict(host: str) -> Step:
+    return Step(
+        "cephfs-evict",
+        (host,),
+        f"evict {host}'s CephFS client sessions (a vanished client's capabilities block "
+        "every other client)",
+    )
+
+
 def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
     """Drain a host of jobs and, when it has OSDs, of data: the steps before it goes away."""
     steps = []
@@ -342,6 +355,7 @@ def _replace(
 ) -> Operation:
     steps = (
         *_take_out(host, old["hosts"][host], options, "replace"),
+        *([_evict(host)] if _cephfs(old) else []),
         *_bring_in((host,), new, "re-provision"),
         *_health((host,), new),
     )
@@ -353,6 +367,8 @@ def _remove(host: str, old: ExpandedPlan, options: Options) -> Operation:
     steps = _take_out(host, spec, options, "removal")
     if _scheduled(spec):
         steps.append(Step("forget", (host,), f"remove {host} from the scheduler's nodes"))
+    if _cephfs(old):
+        steps.append(_evict(host))
     steps.append(Step("retire", (host,), f"power {host} off"))
     return Operation("remove", (host,), "gone from the plan", tuple(steps))
 

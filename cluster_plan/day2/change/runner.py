@@ -6,6 +6,7 @@ its lifecycle. Every step is idempotent; the journal skips those already done.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -361,6 +362,25 @@ def osd_purge(ctx: Context, step: Step) -> None:
         ctx.must(mon, f"ceph osd crush remove {host} 2>/dev/null || true")
 
 
+def cephfs_evict(ctx: Context, step: Step) -> None:
+    """End the host's CephFS client sessions before it goes away or is re-provisioned. A
+    client that vanishes without unmounting keeps its capabilities, and Ceph 16 defers its
+    eviction while any OSD is laggy: every other client then waits on those files."""
+    mon = ctx.first("ceph_mon")
+    if mon is None or ctx.first("ceph_mds") is None:
+        return
+    listed = ctx.must(mon, "ceph tell mds.0 session ls --format=json")
+    try:
+        sessions = json.loads(listed[listed.find("[") :]) if "[" in listed else []
+    except ValueError:
+        raise StepFailed(f"on {mon}: `ceph tell mds.0 session ls` did not answer JSON") from None
+    for host in step.hosts:
+        for session in sessions:
+            if (session.get("client_metadata") or {}).get("hostname") == host:
+                ctx.must(mon, f"ceph tell mds.0 client evict id={int(session['id'])}")
+                ctx.say(f"  CephFS session {session['id']} of {host} evicted")
+
+
 def osd_ok_to_stop(ctx: Context, step: Step) -> None:
     """An upgrade restarts a host's OSDs: only when Ceph stays available without them."""
     mon = ctx.first("ceph_mon")
@@ -520,6 +540,7 @@ ACTIONS: dict[str, Callable[[Context, Step], None]] = {
     "osd-empty": osd_empty,
     "osd-purge": osd_purge,
     "osd-ok-to-stop": osd_ok_to_stop,
+    "cephfs-evict": cephfs_evict,
     "forget": forget,
     "retire": retire,
     "resume": resume,
