@@ -239,7 +239,9 @@ class FakeExecutor:
         return CommandResult(tuple(argv), 0, "", "")
 
     def spawn(self, node: str, argv: Sequence[str]) -> Any:
-        raise NotImplementedError
+        """Scripted like run: the process has already ended when stop() is called."""
+        done = self.run(node, argv, 0)
+        return type("Finished", (), {"stop": lambda _self: done})()
 
 
 def context(plans: dict[str, Path], executor: FakeExecutor, old: str, new: str) -> runner.Context:

@@ -340,8 +340,8 @@ def osd_empty(ctx: Context, step: Step) -> None:
         def pending(ids: list[str] = ids) -> str | None:
             if ids and ctx.sh(mon, f"ceph osd safe-to-destroy {' '.join(ids)}").rc != 0:
                 return f"holding data (`ceph osd safe-to-destroy {' '.join(ids)}` says no)"
-            health = ctx.sh(mon, "ceph health").stdout.strip()
-            return None if health.startswith("HEALTH_OK") else f"not healthy: {health[:200]}"
+            problem = _ceph_unhealthy(ctx, mon)
+            return None if problem is None else f"not healthy: {problem}"
 
         _wait(ctx, f"emptying the OSDs of {host}", OSD_EMPTY_TIMEOUT_S, pending)
 
@@ -464,16 +464,17 @@ def _gpu_check(ctx: Context, host: str) -> None:
         raise StepFailed(f"{host}: NVML sees {count} GPU(s), the plan {accelerators['count']}")
 
 
+def _ceph_unhealthy(ctx: Context, mon: str) -> str | None:
+    """None when Ceph says HEALTH_OK, else what it says instead."""
+    health = ctx.sh(mon, "ceph health").stdout.strip()
+    return None if health.startswith("HEALTH_OK") else health[:200] or "no answer"
+
+
 def _ceph_check(ctx: Context) -> None:
     mon = ctx.first("ceph_mon")
     if mon is None:
         return
-
-    def unhealthy() -> str | None:
-        health = ctx.sh(mon, "ceph health").stdout.strip()
-        return None if health.startswith("HEALTH_OK") else health[:200] or "no answer"
-
-    _wait(ctx, "Ceph health", OSD_EMPTY_TIMEOUT_S, unhealthy)
+    _wait(ctx, "Ceph health", OSD_EMPTY_TIMEOUT_S, lambda: _ceph_unhealthy(ctx, mon))
 
 
 def check(ctx: Context, step: Step) -> None:
