@@ -292,20 +292,19 @@ def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef
     st = state.load(names.state_file)
     if st is None or host not in st.nodes:
         raise LabError(f"node {host} is not part of a running lab {names.lab}")
-    node.set_frozen(names, host, False)
-    node.stop(st.nodes[host])
-    parent = st.services.get(f"boot-{host}")
-    if parent:
-        parent.stop()
-    kill_netns_processes(names.node_ns(host))
-    node.remove_cgroups(names, host)
-    base = rootfs.base_dir()
-    script = node.boot_script(names, host, expanded["hosts"][host], base, st.loops)
+    _power_off(names, st, host)
+    return _boot_again(names, st, expanded, host)
+
+
+def _boot_again(names: LabNames, st: state.LabState, expanded: ExpandedPlan, host: str) -> ProcRef:
+    """Boot a powered-off node from its overlay, record it, and wait for its sshd."""
+    spec = expanded["hosts"][host]
+    script = node.boot_script(names, host, spec, rootfs.base_dir(), st.loops)
     parent, init = node.boot(names, host, script)
     st.nodes[host] = init
     st.services[f"boot-{host}"] = parent
     state.save(names.state_file, st)
-    wait_ready(names, st, {**expanded, "hosts": {host: expanded["hosts"][host]}})
+    wait_ready(names, st, {**expanded, "hosts": {host: spec}})
     return init
 
 
@@ -363,11 +362,5 @@ def reimage_node(expanded: ExpandedPlan, host: str) -> ProcRef:
         dns = list(expanded["networks"][net_name]["dns"])
         hardware.attach_disks(names, host, spec, st.loops)
         node.prepare_upper(names, host, spec, ensure_ssh_key(names), dns)
-        script = node.boot_script(names, host, spec, rootfs.base_dir(), st.loops)
-        parent, init = node.boot(names, host, script)
-        st.nodes[host] = init
-        st.services[f"boot-{host}"] = parent
         st.host_digests[host] = host_digests(expanded)[host]
-        state.save(names.state_file, st)
-        wait_ready(names, st, {**expanded, "hosts": {host: spec}})
-        return init
+        return _boot_again(names, st, expanded, host)

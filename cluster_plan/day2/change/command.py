@@ -90,13 +90,13 @@ class LabExecutor:
     """Commands into the lab's nodes, looked up at each call: nodes come, go and reboot
     during a change."""
 
-    def __init__(self, *plans: ExpandedPlan) -> None:
-        self._plans = plans
+    def __init__(self, plan: ExpandedPlan) -> None:
+        self._plan = plan
 
     def _current(self) -> PrefixExecutor:
         from cluster_plan.acceptance.command import lab_prefixes
 
-        return PrefixExecutor(per_node=lab_prefixes(self._plans[-1], "lab"))
+        return PrefixExecutor(per_node=lab_prefixes(self._plan, "lab"))
 
     def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
         return self._current().run(node, argv, timeout)
@@ -222,7 +222,7 @@ def _carry_out(
 
     with tempfile.TemporaryDirectory(prefix="cluster-plan-change-") as control_dir:
         if args.transport == "lab":
-            executor: Any = LabExecutor(old, new)
+            executor: Any = LabExecutor(new)
         else:
             addresses = {
                 n: str(h["address"]) for plan in (old, new) for n, h in plan["hosts"].items()

@@ -264,7 +264,7 @@ def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
     return steps
 
 
-def _bring_in(hosts: tuple[str, ...], new: ExpandedPlan, verb: str) -> list[Step]:
+def _bring_in(hosts: tuple[str, ...], verb: str) -> list[Step]:
     stages = ", ".join(s.split("/")[-1] for s in STAGES)
     return [
         Step("provision", hosts, f"{verb} {', '.join(hosts)} and wait until reachable"),
@@ -343,7 +343,7 @@ def _refusals(
 def _add(added: tuple[str, ...], new: ExpandedPlan) -> Operation:
     inform = _inform_stages((new["hosts"][h] for h in added), new)
     steps = (
-        *_bring_in(added, new, "provision"),
+        *_bring_in(added, "provision"),
         _inform(new, inform, "tell every host of the new ones"),
         *_health(added, new),
     )
@@ -356,7 +356,7 @@ def _replace(
     steps = (
         *_take_out(host, old["hosts"][host], options, "replace"),
         *([_evict(host)] if _cephfs(old) else []),
-        *_bring_in((host,), new, "re-provision"),
+        *_bring_in((host,), "re-provision"),
         *_health((host,), new),
     )
     return Operation("replace", (host,), why, steps)
