@@ -99,6 +99,15 @@ options:
     type: list
     elements: dict
     default: []
+  partial:
+    description:
+      - The run carried out only some of the role's tasks (C(ansible-playbook --tags), as
+        C(cluster-plan change) does to tell every host of an added or removed one). The
+        files, their paths and the nftables tables given are read again; the rest of the
+        last record is kept as it was, and its inputs are emptied, so that the next full
+        run of the stage runs in full instead of trusting a converge that did not happen.
+    type: bool
+    default: false
   dir: {description: Where the records live., type: path, default: /var/lib/cluster-plan/manifest}
 """
 
@@ -177,6 +186,36 @@ def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, An
     return manifest, problems + probe_problems + state_problems
 
 
+def merge_partial(last: dict[str, Any] | None, fresh: dict[str, Any]) -> dict[str, Any]:
+    """A partial run's record: what it read again (`fresh`: files, their paths, nftables
+    tables) over the last record, with no inputs (the stage gate then runs the stage)."""
+    if not last:
+        return {**fresh, "inputs": ""}
+    merged = {**last, "inputs": ""}
+    for section in ("files", "paths", "nftables"):
+        merged[section] = {**(last.get(section) or {}), **(fresh.get(section) or {})}
+    return merged
+
+
+def read_record(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (FileNotFoundError, ValueError):
+        return None  # none yet, or unreadable: the partial run's own reading stands alone
+    return record if isinstance(record, dict) else None
+
+
+def record(params: dict[str, Any], path: str, runner: Runner) -> tuple[dict[str, Any], list[str]]:
+    """The record to write at `path`: all of it, or after a partial run only what that run
+    writes, read again, over the last record."""
+    if not params["partial"]:
+        return build_manifest(params, runner)
+    unread = ("packages", "services", "boot_units", "held_packages", "probes", "precious")
+    fresh, problems = build_manifest({**params, **{key: [] for key in unread}}, runner)
+    return merge_partial(read_record(path), fresh), problems
+
+
 def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> bool:
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     try:
@@ -213,12 +252,13 @@ def main() -> None:
             "probes": {"type": "list", "elements": "dict", "default": []},
             "inputs": {"type": "str", "default": ""},
             "precious": {"type": "list", "elements": "dict", "default": []},
+            "partial": {"type": "bool", "default": False},
             "dir": {"type": "path", "default": "/var/lib/cluster-plan/manifest"},
         },
         supports_check_mode=True,
     )
-    manifest, problems = build_manifest(module.params, run)
     path = os.path.join(module.params["dir"], f"{module.params['role']}.json")
+    manifest, problems = record(module.params, path, run)
     if problems and not module.check_mode:
         module.fail_json(msg="; ".join(problems), manifest=manifest, path=path)
     for problem in problems:  # check mode: what is not installed yet is no failure

@@ -101,3 +101,45 @@ def test_the_record_is_rewritten_only_when_it_changes(tmp_path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     assert module.write_if_changed(str(path), record, check_mode=False) is False
     assert module.write_if_changed(str(path), {**record, "role": "x"}, check_mode=False) is True
+
+
+def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
+    tmp_path: Path,
+) -> None:
+    hosts, conf = tmp_path / "hosts", tmp_path / "slurm.conf"
+    hosts.write_text("10.0.0.1 head01\n")
+    conf.write_text("ClusterName=lab\n")
+    path = str(tmp_path / "common.json")
+    full, _ = module.build_manifest(
+        params(files=[str(hosts), str(conf)], inputs="digest-of-the-full-run"), runner({})
+    )
+    full["packages"] = {"chrony": True}  # read by the full run; a partial run must keep it
+    Path(path).write_text(json.dumps(full))
+    hosts.write_text("10.0.0.1 head01\n10.0.0.9 cpu02\n")
+    conf.write_text("changed by hand\n")
+
+    partial, problems = module.record(
+        params(files=[str(hosts)], packages=["chrony"], inputs="x", partial=True), path, runner({})
+    )
+    assert problems == []
+    assert partial["files"][str(hosts)] == hashlib.sha256(hosts.read_bytes()).hexdigest()
+    # what the partial run did not write stays as the full run recorded it
+    assert partial["files"][str(conf)] == full["files"][str(conf)]
+    assert partial["packages"] == {"chrony": True}
+    assert partial["inputs"] == ""  # the stage gate runs the stage in full next time
+    full_again, _ = module.record(
+        params(files=[str(hosts)], inputs="d", partial=False), path, runner({})
+    )
+    assert full_again["inputs"] == "d" and str(conf) not in full_again["files"]
+
+
+def test_a_partial_run_without_a_last_record_records_what_it_read(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("10.0.0.1 head01\n")
+    (tmp_path / "common.json").write_text("{broken")
+    partial, _ = module.record(
+        params(files=[str(hosts)], inputs="x", partial=True),
+        str(tmp_path / "common.json"),
+        runner({}),
+    )
+    assert list(partial["files"]) == [str(hosts)] and partial["inputs"] == ""
