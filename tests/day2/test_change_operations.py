@@ -78,6 +78,9 @@ def test_a_shrunk_group_drains_then_forgets_then_retires_and_reconfigures(plans)
     ]
     assert actions(ops[0]) == ["drain", "wait-jobs", "forget", "cephfs-evict", "retire"]
     assert "cpu02" not in ops[1].hosts
+    # forget already gave every Slurm host slurm.conf without cpu02: the rest learn of it
+    stages = [stage for stage, _, _ in ops[1].steps[0].param("plays")]
+    assert stages == ["playbooks/common.yml", "playbooks/monitoring.yml"]
     wait = ops[0].steps[1]
     assert wait.param("timeout_s") == 600 and wait.param("force") is False
     forced = operations(plans["grown"], plans["lab"], force=True, drain_timeout_s=30)
@@ -366,17 +369,22 @@ def test_options_reach_the_operations():
     assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
 
 
-def test_inform_runs_the_monitoring_stage_only_where_the_targets_live(plans, monkeypatch):
+def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monkeypatch):
+    """common and slurm with their `peers` tasks only, on every host; monitoring in full, only
+    where the targets live; a cluster-wide reconfigure runs every stage in full everywhere."""
     (add,) = operations(plans["lab"], plans["grown"])
     inform = next(s for s in add.steps if s.action == "inform")
-    runs: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    monkeypatch.setattr(runner, "playbook", lambda ctx, books, limit: runs.append((books, limit)))
+    runs: list[tuple[tuple[str, ...], tuple[str, ...], str]] = []
+    monkeypatch.setattr(
+        runner, "playbook", lambda ctx, books, limit, tags="": runs.append((books, limit, tags))
+    )
     runner.inform(context(plans, FakeExecutor({}), "lab", "grown"), inform)
     everyone = inform.hosts
     assert runs == [
-        (("playbooks/common.yml", "playbooks/slurm.yml"), everyone),
-        (("playbooks/monitoring.yml",), ("head01",)),
+        (("playbooks/common.yml", "playbooks/slurm.yml"), everyone, "peers"),
+        (("playbooks/monitoring.yml",), ("head01",), ""),
     ]
+    assert "common.yml [peers]" in inform.detail
 
 
 def test_a_removed_host_s_addresses_stay_held_back_in_the_new_lock(plans, tmp_path):
@@ -441,7 +449,8 @@ def test_a_host_setting_that_is_neither_version_nor_hardware_reconfigures_everyt
 
     (reconfigure,) = operations(plans["lab"], edited(tmp_path, other_pool))
     assert reconfigure.kind == "reconfigure"
-    plays = dict(reconfigure.steps[0].param("plays"))
+    plays = {stage: hosts for stage, hosts, _ in reconfigure.steps[0].param("plays")}
+    assert {tags for _, _, tags in reconfigure.steps[0].param("plays")} == {""}  # in full
     assert plays["playbooks/monitoring.yml"] == reconfigure.hosts  # everywhere
     assert "playbooks/storage.yml" in plays
 

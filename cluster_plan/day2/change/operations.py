@@ -42,6 +42,12 @@ INFORM_STAGES = (
     "playbooks/kubernetes.yml",
     "playbooks/monitoring.yml",
 )
+# Where a stage runs only to tell the other hosts of hosts that came, went or changed, these
+# run only their tasks tagged `peers` (what a host knows of the others: /etc/hosts and the
+# firewall; slurm.conf and the daemons that read it). Their records then leave the stage gate
+# open: the next site.yml runs them in full.
+PEER_TAGGED = frozenset({"playbooks/common.yml", "playbooks/slurm.yml"})
+PEERS_TAG = "peers"
 # A host with one of these roles is not removed by a plan change: its service must first move
 # to another host (a plan change of its own), or the cluster loses it.
 SERVICE_ROLES = frozenset(
@@ -309,15 +315,20 @@ def _inform_stages(hosts: Iterable[Host], new: ExpandedPlan) -> tuple[str, ...]:
 def _inform(
     new: ExpandedPlan, stages: tuple[str, ...], what: str, everywhere: bool = False
 ) -> Step:
-    """Run `stages` on every host of the new plan; the monitoring stage, unless `everywhere`,
-    only where the scrape targets live (each host's own exporter did not change)."""
+    """Run `stages` on every host of the new plan; unless `everywhere`, the monitoring stage
+    only where the scrape targets live (each host's own exporter did not change), and common
+    and slurm only for what hosts know of each other (PEER_TAGGED)."""
     hosts = tuple(new["hosts"])
     servers = tuple(h for h, s in new["hosts"].items() if "monitoring_server" in s["roles"])
     plays = tuple(
-        (stage, servers if stage.endswith("/monitoring.yml") and not everywhere else hosts)
+        (
+            stage,
+            servers if stage.endswith("/monitoring.yml") and not everywhere else hosts,
+            PEERS_TAG if stage in PEER_TAGGED and not everywhere else "",
+        )
         for stage in stages
     )
-    names = ", ".join(p.split("/")[-1] for p in stages)
+    names = ", ".join(p.split("/")[-1] + (f" [{tag}]" if tag else "") for p, _, tag in plays)
     return Step("inform", hosts, f"{what} ({names})", (("plays", plays),))
 
 
@@ -406,6 +417,9 @@ def _reconfigure(
     touched += [new["hosts"][h] for h in sorted_.changed if h in new["hosts"]]
     full = bool(sorted_.cluster or others)
     stages = INFORM_STAGES if full else _inform_stages(touched, new)
+    if not full and not sorted_.changed:
+        # only removals: each one's `forget` step already ran the slurm stage everywhere
+        stages = tuple(s for s in stages if s != "playbooks/slurm.yml")
     why = "the plan as a whole changed" if full else "what every host knows follows the plan"
     everyone = tuple(new["hosts"])
     return Operation(

@@ -21,6 +21,7 @@ from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.day2.change.journal import Journal
 from cluster_plan.day2.change.operations import (
     INFORM_STAGES,
+    PEERS_TAG,
     STAGES,
     Operation,
     Step,
@@ -116,13 +117,16 @@ def _wait(ctx: Context, what: str, timeout: float, probe: Callable[[], str | Non
         pending = probe()
 
 
-def playbook(ctx: Context, playbooks: tuple[str, ...], limit: tuple[str, ...]) -> None:
+def playbook(
+    ctx: Context, playbooks: tuple[str, ...], limit: tuple[str, ...], tags: str = ""
+) -> None:
     argv = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i",
         str(ctx.new_path),
         "--limit",
         ",".join(limit),
+        *(("--tags", tags) if tags else ()),
         *ctx.ansible_args,
         *playbooks,
     ]
@@ -402,7 +406,7 @@ def forget(ctx: Context, step: Step) -> None:
         for h, s in ctx.new["hosts"].items()
         if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
     )
-    playbook(ctx, ("playbooks/slurm.yml",), slurm_hosts)
+    playbook(ctx, ("playbooks/slurm.yml",), slurm_hosts, PEERS_TAG)
 
 
 def retire(ctx: Context, step: Step) -> None:
@@ -510,17 +514,18 @@ def _check_host(ctx: Context, host: str) -> None:
 
 
 def inform(ctx: Context, step: Step) -> None:
-    """The stages in order, one ansible-playbook run per run of stages on the same hosts."""
-    plays = step.param("plays") or tuple((stage, step.hosts) for stage in INFORM_STAGES)
+    """The stages in order, one ansible-playbook run per run of stages on the same hosts
+    with the same tags."""
+    plays = step.param("plays") or tuple((stage, step.hosts, "") for stage in INFORM_STAGES)
     group: list[str] = []
-    limit: tuple[str, ...] = ()
-    for stage, hosts in (*plays, ("", ())):
-        if group and (tuple(hosts) != limit or not stage):
-            playbook(ctx, tuple(group), limit)
+    limit: tuple[tuple[str, ...], str] = ((), "")
+    for stage, hosts, tags in (*plays, ("", (), "")):
+        if group and ((tuple(hosts), tags) != limit or not stage):
+            playbook(ctx, tuple(group), *limit)
             group = []
         if stage and tuple(hosts):
             group.append(stage)
-            limit = tuple(hosts)
+            limit = (tuple(hosts), tags)
 
 
 def run_step(ctx: Context, op: Operation, step: Step) -> None:
