@@ -102,10 +102,12 @@ options:
   partial:
     description:
       - The run carried out only some of the role's tasks (C(ansible-playbook --tags), as
-        C(cluster-plan change) does to tell every host of an added or removed one). The
-        files, their paths and the nftables tables given are read again; the rest of the
-        last record is kept as it was, and its inputs are emptied, so that the next full
-        run of the stage runs in full instead of trusting a converge that did not happen.
+        C(cluster-plan change) does to tell every host of an added or removed one). Give
+        only what those tasks settle: the files, paths, nftables tables and probes given are
+        read again over the last record, the rest of it is kept as it was, and its inputs
+        are emptied, so that the next run of the stage runs in full instead of trusting a
+        converge that did not happen. Without a last record nothing is written (a partial
+        record would hide the rest from drift and from backups).
     type: bool
     default: false
   dir: {description: Where the records live., type: path, default: /var/lib/cluster-plan/manifest}
@@ -186,13 +188,12 @@ def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, An
     return manifest, problems + probe_problems + state_problems
 
 
-def merge_partial(last: dict[str, Any] | None, fresh: dict[str, Any]) -> dict[str, Any]:
+def merge_partial(last: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
     """A partial run's record: what it read again (`fresh`: files, their paths, nftables
-    tables) over the last record, with no inputs (the stage gate then runs the stage)."""
-    if not last:
-        return {**fresh, "inputs": ""}
+    tables, probes) over the last record, with no inputs (the stage gate then runs the
+    stage)."""
     merged = {**last, "inputs": ""}
-    for section in ("files", "paths", "nftables"):
+    for section in ("files", "paths", "nftables", "probes"):
         merged[section] = {**(last.get(section) or {}), **(fresh.get(section) or {})}
     return merged
 
@@ -202,18 +203,23 @@ def read_record(path: str) -> dict[str, Any] | None:
         with open(path) as handle:
             record = json.load(handle)
     except (FileNotFoundError, ValueError):
-        return None  # none yet, or unreadable: the partial run's own reading stands alone
+        return None  # none yet, or unreadable: a partial run has nothing to update
     return record if isinstance(record, dict) else None
 
 
-def record(params: dict[str, Any], path: str, runner: Runner) -> tuple[dict[str, Any], list[str]]:
+def record(
+    params: dict[str, Any], path: str, runner: Runner
+) -> tuple[dict[str, Any] | None, list[str]]:
     """The record to write at `path`: all of it, or after a partial run only what that run
     writes, read again, over the last record."""
     if not params["partial"]:
         return build_manifest(params, runner)
-    unread = ("packages", "services", "boot_units", "held_packages", "probes", "precious")
+    last = read_record(path)
+    if last is None:
+        return None, []
+    unread = ("packages", "services", "boot_units", "held_packages", "precious")
     fresh, problems = build_manifest({**params, **{key: [] for key in unread}}, runner)
-    return merge_partial(read_record(path), fresh), problems
+    return merge_partial(last, fresh), problems
 
 
 def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> bool:
@@ -259,6 +265,9 @@ def main() -> None:
     )
     path = os.path.join(module.params["dir"], f"{module.params['role']}.json")
     manifest, problems = record(module.params, path, run)
+    if manifest is None:
+        module.exit_json(changed=False, manifest={}, path=path, msg="no record to update")
+        return
     if problems and not module.check_mode:
         module.fail_json(msg="; ".join(problems), manifest=manifest, path=path)
     for problem in problems:  # check mode: what is not installed yet is no failure

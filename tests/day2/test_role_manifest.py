@@ -118,10 +118,16 @@ def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
     hosts.write_text("10.0.0.1 head01\n10.0.0.9 cpu02\n")
     conf.write_text("changed by hand\n")
 
+    full["probes"] = {"the host name": {"command": "hostname", "digest": "old"}}
+    Path(path).write_text(json.dumps(full))
+    probe = {"name": "the host name", "command": "hostname"}
     partial, problems = module.record(
-        params(files=[str(hosts)], packages=["chrony"], inputs="x", partial=True), path, runner({})
+        params(files=[str(hosts)], packages=["chrony"], probes=[probe], inputs="x", partial=True),
+        path,
+        runner({"/bin/sh": (0, "head01\n", "")}),
     )
-    assert problems == []
+    assert problems == [] and partial is not None
+    assert partial["probes"]["the host name"]["digest"] != "old"  # settled, so read again
     assert partial["files"][str(hosts)] == hashlib.sha256(hosts.read_bytes()).hexdigest()
     # what the partial run did not write stays as the full run recorded it
     assert partial["files"][str(conf)] == full["files"][str(conf)]
@@ -133,13 +139,13 @@ def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
     assert full_again["inputs"] == "d" and str(conf) not in full_again["files"]
 
 
-def test_a_partial_run_without_a_last_record_records_what_it_read(tmp_path: Path) -> None:
+def test_a_partial_run_without_a_last_record_writes_none(tmp_path: Path) -> None:
+    """A record of the partial run alone would hide the rest from drift and backups."""
     hosts = tmp_path / "hosts"
     hosts.write_text("10.0.0.1 head01\n")
     (tmp_path / "common.json").write_text("{broken")
-    partial, _ = module.record(
-        params(files=[str(hosts)], inputs="x", partial=True),
-        str(tmp_path / "common.json"),
-        runner({}),
-    )
-    assert list(partial["files"]) == [str(hosts)] and partial["inputs"] == ""
+    for path in (tmp_path / "common.json", tmp_path / "none.json"):
+        partial, problems = module.record(
+            params(files=[str(hosts)], inputs="x", partial=True), str(path), runner({})
+        )
+        assert partial is None and problems == []
