@@ -387,6 +387,22 @@ def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monke
     assert "common.yml [peers]" in inform.detail
 
 
+def test_a_new_host_is_converged_with_the_acceptance_tools_but_nothing_measured(plans, monkeypatch):
+    """Without iperf3 a new or re-provisioned host refuses the others' acceptance runs."""
+    (add,) = operations(plans["lab"], plans["grown"])
+    converge = next(s for s in add.steps if s.action == "converge")
+    runs: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(
+        runner,
+        "playbook",
+        lambda ctx, books, limit, tags="", extra=(): runs.append((books, limit, extra)),
+    )
+    runner.run_step(context(plans, FakeExecutor({}), "lab", "grown"), add, converge)
+    ((books, limit, extra),) = runs
+    assert books[-1] == "playbooks/acceptance.yml" and limit == ("cpu02",)
+    assert extra == ("-e", "net_acceptance_run=false")
+
+
 def test_a_removed_host_s_addresses_stay_held_back_in_the_new_lock(plans, tmp_path):
     """What `cluster-plan lock NEW` (from the deployed lock) does with a host that left: its
     addresses are released to it alone, so no other host is given them by a later change."""
@@ -432,6 +448,16 @@ def test_changes_that_would_skip_a_drain_are_refused(plans, tmp_path, edit, word
     with pytest.raises(ChangeRefused) as refused:
         operations(plans["lab"], edited(tmp_path, edit))
     assert any(words in r for r in refused.value.reasons), refused.value.reasons
+
+
+def test_adding_a_service_host_is_refused(plans, tmp_path):
+    def second_login(plan: dict[str, Any]) -> None:
+        roles = ["slurm_compute", "login"]
+        group = {**plan["node_groups"]["cpu"], "hostname": "login{n:02d}", "roles": roles}
+        plan["node_groups"]["extra_login"] = group
+
+    with pytest.raises(ChangeRefused, match="login01 would run login: every host uses"):
+        operations(plans["lab"], edited(tmp_path, second_login))
 
 
 def test_adding_and_upgrading_in_one_change_is_refused(plans, tmp_path):

@@ -21,8 +21,11 @@ from cluster_plan.plan.contract import ExpandedPlan, Host
 from cluster_plan.plan.findings import format_path
 from cluster_plan.views.diff import IMPACTS, Change
 
-# The stages a host is brought to its converged state with: site.yml without acceptance
-# (acceptance measures the whole cluster; `cluster-plan acceptance` runs it after).
+# The stages a host is brought to its converged state with: site.yml, its acceptance stage
+# only installing the tools (CONVERGE_VARS): a measurement is of the whole cluster, and
+# `cluster-plan acceptance` makes it after. Without the tools a new or re-provisioned host
+# cannot serve iperf3 to the others' acceptance ("Connection refused", lab d1).
+CONVERGE_VARS = ("-e", "net_acceptance_run=false")
 STAGES = (
     "playbooks/common.yml",
     "playbooks/gpu.yml",
@@ -32,6 +35,7 @@ STAGES = (
     "playbooks/kubernetes.yml",
     "playbooks/backup.yml",
     "playbooks/monitoring.yml",
+    "playbooks/acceptance.yml",
 )
 # What every other host knows of a host that comes or goes: /etc/hosts and the firewall's
 # peers (common), the scheduler's node list, Ceph's CRUSH map and clients, scrape targets.
@@ -204,6 +208,21 @@ def _mixing_refusals(sorted_: _Sorted) -> list[str]:
     return []
 
 
+def _addition_refusals(hosts: list[str], new: ExpandedPlan) -> list[str]:
+    """A new service host changes what every host is set up to use (a controller, a monitor,
+    a time server, a munge key made on a new primary), which telling the others of a host
+    does not redo."""
+    reasons = []
+    for host in hosts:
+        roles = set(new["hosts"][host]["roles"]) & SERVICE_ROLES
+        if roles:
+            reasons.append(
+                f"{host} would run {', '.join(sorted(roles))}: every host uses that service, "
+                "so add it with site.yml on the whole cluster in a maintenance window"
+            )
+    return reasons
+
+
 def _removal_refusals(hosts: list[str], old: ExpandedPlan) -> list[str]:
     reasons = []
     for host in hosts:
@@ -271,7 +290,7 @@ def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
 
 
 def _bring_in(hosts: tuple[str, ...], verb: str) -> list[Step]:
-    stages = ", ".join(s.split("/")[-1] for s in STAGES)
+    stages = ", ".join(s.split("/")[-1] for s in STAGES) + " [tools only]"
     return [
         Step("provision", hosts, f"{verb} {', '.join(hosts)} and wait until reachable"),
         Step("converge", hosts, f"converge {', '.join(hosts)} ({stages})"),
@@ -342,6 +361,7 @@ def _refusals(
     """Why the change cannot be made; the hosts the operator replaces join `sorted_`."""
     refused = list(sorted_.refused) + _cluster_refusals(sorted_.cluster)
     refused += _removal_refusals(sorted_.removed, old) + _mixing_refusals(sorted_)
+    refused += _addition_refusals(sorted_.added, new)
     for host in options.replace:
         if host not in new["hosts"] or host not in old["hosts"]:
             refused.append(f"--replace {host}: no such host in both plans")

@@ -20,6 +20,7 @@ from typing import TextIO
 from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.day2.change.journal import Journal
 from cluster_plan.day2.change.operations import (
+    CONVERGE_VARS,
     INFORM_STAGES,
     PEERS_TAG,
     STAGES,
@@ -118,7 +119,11 @@ def _wait(ctx: Context, what: str, timeout: float, probe: Callable[[], str | Non
 
 
 def playbook(
-    ctx: Context, playbooks: tuple[str, ...], limit: tuple[str, ...], tags: str = ""
+    ctx: Context,
+    playbooks: tuple[str, ...],
+    limit: tuple[str, ...],
+    tags: str = "",
+    extra: tuple[str, ...] = (),
 ) -> None:
     argv = [
         str(Path(sys.executable).parent / "ansible-playbook"),
@@ -127,6 +132,7 @@ def playbook(
         "--limit",
         ",".join(limit),
         *(("--tags", tags) if tags else ()),
+        *extra,
         *ctx.ansible_args,
         *playbooks,
     ]
@@ -532,7 +538,7 @@ def run_step(ctx: Context, op: Operation, step: Step) -> None:
     if step.action == "provision":
         provision(ctx, step, op.kind)
     elif step.action == "converge":
-        playbook(ctx, STAGES, step.hosts)
+        playbook(ctx, STAGES, step.hosts, extra=CONVERGE_VARS)
     elif step.action == "inform":
         inform(ctx, step)
     else:
