@@ -1,6 +1,6 @@
 """Day 2 on the session lab: `cluster-plan change` adds a compute node, rolls an upgrade over
 the cpu pool (stopping at a node made to fail its health check, then continuing where it
-stopped), and removes the node again while a job runs on it.
+stopped), removes the node again while a job runs on it, and replaces another.
 
 One perturb -> change -> verify cycle per operation, in one test (each step starts from the
 cluster the one before left), ending where it began: the lab plan's nine nodes. Runs after
@@ -25,14 +25,21 @@ from cluster_plan.api import load_expanded
 from cluster_plan.lab import state
 from cluster_plan.lab.names import for_plan
 
-# lab_extended: in the fresh-clone run ci14 it passed, and the lab_changes tests that ran
-# after it on the shared lab failed (docs/operations.md); `make test-extended` runs it.
-pytestmark = [pytest.mark.lab, pytest.mark.lab_changes, pytest.mark.lab_extended]
+# Last of all (lab_reprovisions): it retires a node and re-images another. In ci14 their
+# CephFS sessions, never evicted, hung /shared for the tests after it; `change` now evicts
+# them, and the test ends by proving that the file system answers and no session is left.
+pytestmark = [pytest.mark.lab, pytest.mark.lab_changes, pytest.mark.lab_reprovisions]
 
 FAULT = "/etc/systemd/system/slurmd.service.d/zz-test-health-fault.conf"
 # slurmd "runs" but never answers: the unit is active, the node takes no job
 FAULT_UNIT = "[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n"
 CONTROLLER = "head01"
+# The client host name of each CephFS session the MDS holds, one per line.
+CEPHFS_SESSIONS = (
+    "ceph tell mds.0 session ls --format=json 2>/dev/null | python3 -c 'import json,sys; "
+    '[print(s.get("client_metadata", {}).get("hostname", "?")) '
+    "for s in json.load(sys.stdin)]'"
+)
 
 
 def change(journal: Path, old: Path, new: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -83,11 +90,15 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
         assert f"{address}\tcpu02.lab.internal cpu02" in sh(CONTROLLER, "cat /etc/hosts")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu02 -t 1 hostname")
         assert ran.split() == ["cpu02"]
+        sh("cpu02", "command -v iperf3 fping", grown)  # it can take part in acceptance runs
 
         # -- upgrade: cpu01 fails its health check; the roll stops there, cpu02 untouched
         sh("cpu01", f"mkdir -p {Path(FAULT).parent} && printf '{FAULT_UNIT}' > {FAULT} "
                     "&& systemctl daemon-reload")  # fmt: skip
-        stopped = change(journal, grown, upgraded)
+        # (the failing check's wait is the whole timeout: 10 s proves the stop as well as 30)
+        started = time.monotonic()
+        stopped = change(journal, grown, upgraded, "--check-timeout", "10")
+        seconds["upgrade, stopped at cpu01"] = time.monotonic() - started
         assert stopped.returncode == 1, stopped.stdout[-3000:]
         assert "FAILED: cpu01" in stopped.stdout, stopped.stdout[-3000:]
         assert "cpu01 is drained" in stopped.stdout
@@ -107,13 +118,13 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
         # -- remove: cpu02 drains while a job runs on it; the job finishes, nothing is lost
         job = sbatch(
             CONTROLLER, "-p general -w cpu02 -t 3 -o /tmp/removal-%j.out --wrap "
-            "'sleep 40; echo finished'", CONTROLLER,
+            "'sleep 25; echo finished'", CONTROLLER,
         )  # fmt: skip
         sh(CONTROLLER, f"for i in $(seq 60); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                        "sleep 1; done; exit 1")  # fmt: skip
         started = time.monotonic()
         removed = change(journal, upgraded, shrunk)
-        seconds["remove (a job of 40 s running)"] = time.monotonic() - started
+        seconds["remove (a job of 25 s running)"] = time.monotonic() - started
         assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr[-2000:]
         assert f"cpu02: running job(s) {job}" in removed.stdout, removed.stdout[-4000:]
         record = sh(CONTROLLER, f"sacct -n -X -j {job} -o State,ExitCode -P")
@@ -135,9 +146,21 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
         assert f"inet {address}/" in sh("cpu01", "ip -4 -o addr show")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu01 -t 1 hostname")
         assert ran.split() == ["cpu01"]
+        sh("cpu01", "command -v iperf3 fping")
         assert real_memory(CONTROLLER, "cpu01") == before
         again = change(journal, shrunk, PLAN, "--replace", "cpu01")
         assert again.returncode == 0 and "carried out to the end" in again.stdout
+
+        # -- the CephFS: no session of a retired or re-imaged node is left holding it
+        lab_plan = load_expanded(str(PLAN))["hosts"]
+        mon = next(h for h, spec in lab_plan.items() if "ceph_mon" in spec["roles"])
+        sessions = sh(mon, CEPHFS_SESSIONS)
+        assert sessions.split().count("cpu01") <= 1 and "cpu02" not in sessions.split(), sessions
+        health = sh(mon, "for i in $(seq 60); do h=$(ceph health); "
+                         "[ \"$h\" = HEALTH_OK ] && break; sleep 2; done; echo $h")  # fmt: skip
+        assert health.strip() == "HEALTH_OK", sh(mon, "ceph health detail")
+        assert sh("gpu01", "timeout 30 ls -d /shared/. && timeout 30 touch /shared/.day2 "
+                  "&& rm /shared/.day2").strip() == "/shared/."  # fmt: skip
     finally:
         on_node("cpu01", f"rm -f {FAULT} && systemctl daemon-reload", timeout=60)
         if "cpu02" in lab_hosts():  # back to the lab plan's cluster whatever stopped above

@@ -219,6 +219,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "lab_reprovisions: adds, re-provisions or retires nodes of the shared lab; runs last, "
+        "so that what a node's new life leaves behind meets no other test",
+    )
+    config.addinivalue_line(
+        "markers",
         f"lab_extended: a long lab proof run by `make test-extended` ({EXTENDED_ENV}=1), "
         "not by `make test` (CI's time limit); docs/lab.md lists them",
     )
@@ -256,10 +261,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     need no lab and those of labs of their own (the Kubernetes lab, the lifecycle labs: their
     own ids and subnets; they leave CPU-sensitive measurement to the session lab's tests,
     which never overlap the converge); then the tests of the converged lab; then the tests
-    that change the shared lab. A stable sort: within each part the tests keep their order."""
+    that change the shared lab; last those that re-provision its nodes. A stable sort: within
+    each part the tests keep their order."""
 
     def part(item: pytest.Item) -> int:
         fixtures = getattr(item, "fixturenames", ())
+        if item.get_closest_marker("lab_reprovisions") is not None:
+            return 4
         if item.get_closest_marker("lab_changes") is not None:
             return 3
         if "converged_lab" in fixtures:
