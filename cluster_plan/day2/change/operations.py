@@ -208,31 +208,28 @@ def _mixing_refusals(sorted_: _Sorted) -> list[str]:
     return []
 
 
-def _addition_refusals(hosts: list[str], new: ExpandedPlan) -> list[str]:
-    """A new service host changes what every host is set up to use (a controller, a monitor,
-    a time server, a munge key made on a new primary), which telling the others of a host
-    does not redo."""
+def _service_refusals(hosts: list[str], plan: ExpandedPlan, refusal: str) -> list[str]:
+    """`refusal` (with {host} and {roles}) for each host that runs a service of SERVICE_ROLES
+    in `plan`."""
     reasons = []
     for host in hosts:
-        roles = set(new["hosts"][host]["roles"]) & SERVICE_ROLES
+        roles = set(plan["hosts"][host]["roles"]) & SERVICE_ROLES
         if roles:
-            reasons.append(
-                f"{host} would run {', '.join(sorted(roles))}: every host uses that service, "
-                "so add it with site.yml on the whole cluster in a maintenance window"
-            )
+            reasons.append(refusal.format(host=host, roles=", ".join(sorted(roles))))
     return reasons
 
 
-def _removal_refusals(hosts: list[str], old: ExpandedPlan) -> list[str]:
-    reasons = []
-    for host in hosts:
-        roles = set(old["hosts"][host]["roles"]) & SERVICE_ROLES
-        if roles:
-            reasons.append(
-                f"{host} runs {', '.join(sorted(roles))}: move those roles to another host "
-                "first (a plan change of its own), then remove it"
-            )
-    return reasons
+# A new service host changes what every host is set up to use (a controller, a monitor, a
+# time server, a munge key made on a new primary), which telling the others of a host does
+# not redo; a host leaving with its service leaves the cluster without it.
+ADDITION_REFUSAL = (
+    "{host} would run {roles}: every host uses that service, so add it with site.yml on the "
+    "whole cluster in a maintenance window"
+)
+REMOVAL_REFUSAL = (
+    "{host} runs {roles}: move those roles to another host first (a plan change of its own), "
+    "then remove it"
+)
 
 
 def _osds(spec: Host) -> bool:
@@ -360,8 +357,8 @@ def _refusals(
 ) -> list[str]:
     """Why the change cannot be made; the hosts the operator replaces join `sorted_`."""
     refused = list(sorted_.refused) + _cluster_refusals(sorted_.cluster)
-    refused += _removal_refusals(sorted_.removed, old) + _mixing_refusals(sorted_)
-    refused += _addition_refusals(sorted_.added, new)
+    refused += _service_refusals(sorted_.removed, old, REMOVAL_REFUSAL) + _mixing_refusals(sorted_)
+    refused += _service_refusals(sorted_.added, new, ADDITION_REFUSAL)
     for host in options.replace:
         if host not in new["hosts"] or host not in old["hosts"]:
             refused.append(f"--replace {host}: no such host in both plans")
