@@ -3,6 +3,7 @@ decisions on recorded Ceph output, and the templates rendered for lab hosts."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 from pathlib import Path
 from typing import Any
@@ -386,3 +387,20 @@ def test_mount_unit_uses_ceph_fuse_or_the_kernel_client(lab_expanded):
     assert "Type=ceph" in kernel
     assert "secretfile=/etc/ceph/client.gpu01.secret" in kernel
     assert "What=10.42.0." in kernel and ":/\n" in kernel
+
+
+def test_slurm_state_on_the_cephfs_gets_a_one_second_mds_tick(lab_expanded):
+    """Slurm saves its state by hard links, which CephFS acknowledges at the MDS's journal
+    flush, once a tick: the lab's state_save is on the CephFS, so the MDS ticks every second."""
+    tick = {"who": "mds", "name": "mds_tick_interval", "value": "1"}
+    assert tick in value("ceph", "ceph_config_options", lab_expanded, "stor01")
+    local = copy.deepcopy(lab_expanded)
+    local["scheduler"]["slurm"]["state_save"] = "/var/lib/slurm/slurmctld"
+    assert tick not in ceph.ceph_config_options(local)
+    near = copy.deepcopy(lab_expanded)  # a sibling of the mount, not under it
+    near["scheduler"]["slurm"]["state_save"] = near["storage"]["ceph"]["cephfs"]["mount"] + "x/s"
+    assert tick not in ceph.ceph_config_options(near)
+    chosen = copy.deepcopy(lab_expanded)  # the plan's own setting comes last and wins
+    chosen["storage"]["ceph"]["config"] = {"mds": {"mds_tick_interval": 2}}
+    options = [o for o in ceph.ceph_config_options(chosen) if o["name"] == "mds_tick_interval"]
+    assert options[-1]["value"] == "2"
