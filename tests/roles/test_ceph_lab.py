@@ -3,8 +3,9 @@
 
 The lab is the session lab, converged once per session by `converged_lab`
 (support.lab_session), shared with the Slurm tests. Read-only checks come first;
-tests marked `lab_changes` (a storage node down, a monitor stopped, a storage node added,
-bad disks) restore what they change and run after every read-only test of the session.
+tests marked `lab_changes` (a storage node down, a monitor stopped, bad disks) restore what
+they change and run after every read-only test of the session. A storage node added and
+removed by `cluster-plan change` is proven in tests/roles/test_change_lab.py.
 Every command runs inside lab namespaces (nsenter into nodes, or a namespace of our own
 cabled to the lab's bridges).
 """
@@ -12,7 +13,6 @@ cabled to the lab's bridges).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -39,16 +39,11 @@ from lab_helpers import (
 from support.lab_session import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
 from support.playbooks import changed_lines, playbook, recap
 
-from cluster_plan.api import load_expanded
 from cluster_plan.lab.names import for_plan
 
 pytestmark = pytest.mark.lab
 
 HEALTH_TIMEOUT_S = 600
-# Growing the cluster converges the storage stage on a grown plan and rebalances twice (onto
-# the new node, then off it again): minutes more than the rest. It is part of every lab
-# session; CLUSTER_PLAN_LAB_GROWTH=0 leaves it out of a quick local run.
-GROWTH = os.environ.get("CLUSTER_PLAN_LAB_GROWTH", "1") != "0"
 # The bad-disk proof needs a block device node of a host loop device inside an OSD node; on
 # this machine `nsenter -t INIT -m -r mknod /dev/cp-baddiskN b 7 N` exits 1 in the merged lab
 # (2026-11-30, two runs), so the proof runs on request until the fixture makes its node the
@@ -653,115 +648,3 @@ def test_bad_disks_fail_their_host_with_a_clear_message_and_nothing_is_wiped(
     )
     assert blkid.stdout.strip() == "ext4"
     assert sorted(o["osd"] for o in ceph.ceph("osd dump")["osds"] if o["up"] == 1) == up_before
-
-
-READER = """
-systemd-run --unit=cp-reader --collect sh -c '
-  while :; do
-    if sha256sum -c --quiet /root/cp-sums >/dev/null 2>&1; then echo ok; else echo FAIL; fi
-    sleep 2
-  done > /root/cp-reader.log'
-"""
-
-
-def remove_osd_host(cluster: CephLab, plan: Path, host: str) -> None:
-    """Drain the host's OSDs, then take them, the host bucket and its MDS out of the cluster."""
-    osds = [o for o, h in osd_hosts(cluster).items() if h == host]
-    for osd in osds:
-        cluster.sh(cluster.admin, f"ceph osd out {osd}")
-    # Safe once no placement group needs the OSD any more (its data has moved off).
-    wait_for(
-        lambda: all(
-            on_node(cluster.admin, f"ceph osd safe-to-destroy osd.{osd}").returncode == 0
-            for osd in osds
-        ),
-        900,
-        f"the data to leave {host}",
-        step=5,
-    )
-    script = f"systemctl disable --now ceph-mds@{host} 2>/dev/null; " + "; ".join(
-        f"systemctl disable --now ceph-osd@{o}" for o in osds
-    )
-    on_node(host, script, plan=plan)
-    for osd in osds:
-        cluster.sh(cluster.admin, f"ceph osd purge {osd} --yes-i-really-mean-it")
-    cluster.sh(cluster.admin, f"ceph osd crush remove {host}; ceph auth rm mds.{host}; true")
-
-
-@pytest.mark.lab_changes
-@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
-@pytest.mark.skipif(not GROWTH, reason="CLUSTER_PLAN_LAB_GROWTH=0: growing the cluster left out")
-def test_adding_a_storage_node_places_its_osd_in_its_rack_and_rebalances(
-    ceph: CephLab, written: Written, tmp_path: Path
-):
-    plan = yaml.safe_load(PLAN.read_text())
-    # A new group of one storage node, an OSD and nothing else, like the lab's OSD-only host:
-    # growing an existing group would also grow whatever else it runs (the lab's `osd` group
-    # carries the backup Slurm controller, and `stor` the monitors, whose count stays odd).
-    like = next(
-        spec
-        for spec in plan["node_groups"].values()
-        if "ceph_osd" in spec.get("roles", []) and "ceph_mon" not in spec.get("roles", [])
-    )
-    plan["node_groups"]["osd_grown"] = {
-        **like,
-        "count": 1,
-        "hostname": "osdn{n:02d}",
-        "roles": ["ceph_osd"],
-    }
-    grown_plan = tmp_path / "cluster.yml"
-    grown_plan.write_text(yaml.safe_dump(plan, sort_keys=False))
-    shutil.copy(PLAN.with_suffix(".lock.json"), tmp_path / "cluster.lock.json")
-    assert cli("lock", str(grown_plan)).returncode == 0
-    grown = load_expanded(str(grown_plan))
-    (added,) = sorted(set(grown["hosts"]) - set(ceph.expanded["hosts"]))
-    before = {p["pgid"]: p["acting"] for p in ceph.ceph("pg ls")["pg_stats"]}
-    # A client keeps reading its files through the whole change.
-    sums = "\n".join(f"{d}  {p}" for p, d in written.files.items())
-    ceph.sh(written.client, f"cat > /root/cp-sums <<'EOF'\n{sums}\nEOF\n{READER}")
-    journal = str(tmp_path / "journal")
-    try:
-        started = time.monotonic()
-        add = cli("change", str(PLAN), str(grown_plan), "--yes", "--transport", "lab",
-                  "--journal-dir", journal, timeout=1800)  # fmt: skip
-        assert add.returncode == 0, add.stdout[-4000:] + add.stderr[-2000:]
-        print(f"storage node added by `cluster-plan change` in {time.monotonic() - started:.0f} s")
-        grown_lab = CephLab(grown, ceph.converged)
-        new_osds = [o for o, h in osd_hosts(grown_lab).items() if h == added]
-        assert len(new_osds) == sum(
-            1 for d in grown["hosts"][added]["disks"] if d.get("use") == "osd"
-        )
-        tree = grown_lab.ceph("osd crush tree")
-        rack = next(n for n in tree["nodes"] if n["name"] == grown["hosts"][added]["rack"])
-        host_id = next(n["id"] for n in tree["nodes"] if n["name"] == added)
-        assert host_id in rack["children"]
-        grown_lab.wait_health_ok()
-        after = {p["pgid"]: p["acting"] for p in grown_lab.ceph("pg ls")["pg_stats"]}
-        moved = [pg for pg, acting in after.items() if set(acting) & set(new_osds)]
-        assert moved, "no placement group moved onto the new OSD"
-        assert any(before.get(pg) != after[pg] for pg in moved)
-        objects, files = read_back(grown_lab, written)
-        assert objects == expected_objects(written)
-        assert files == written.files
-        # The plan without it again: its data moves off before its OSD is purged.
-        started = time.monotonic()
-        removal = cli("change", str(grown_plan), str(PLAN), "--yes", "--transport", "lab",
-                      "--journal-dir", journal, timeout=1800)  # fmt: skip
-        assert removal.returncode == 0, removal.stdout[-4000:] + removal.stderr[-2000:]
-        print(
-            f"storage node removed by `cluster-plan change` in {time.monotonic() - started:.0f} s"
-        )
-        assert "mark the OSDs of " + added + " out" in removal.stdout
-        assert added not in osd_hosts(ceph).values()
-        assert added not in [n["name"] for n in ceph.ceph("osd crush tree")["nodes"]]
-        log = ceph.sh(written.client, "systemctl stop cp-reader; cat /root/cp-reader.log")
-        assert "ok" in log.split() and "FAIL" not in log, log[-2000:]
-    finally:
-        on_node(written.client, "systemctl stop cp-reader 2>/dev/null; rm -f /root/cp-sums")
-        # Back to the lab plan's cluster whatever stopped above.
-        if added in osd_hosts(ceph).values():
-            remove_osd_host(ceph, grown_plan, added)
-    ceph.wait_health_ok()
-    objects, files = read_back(ceph, written)
-    assert objects == expected_objects(written)
-    assert files == written.files

@@ -1,6 +1,8 @@
-"""Day 2 on the session lab: `cluster-plan change` adds a compute node, rolls an upgrade over
-the cpu pool (stopping at a node made to fail its health check, then continuing where it
-stopped), removes the node again while a job runs on it, and replaces another.
+"""Day 2 on the session lab: `cluster-plan change` adds a compute node and a storage node,
+rolls an upgrade over the cpu pool (stopping at a node made to fail its health check, then
+continuing where it stopped), removes both again (the compute node while a job runs on it,
+the storage node once Ceph has moved its data off, while a client checks its files), and
+replaces another compute node.
 
 One perturb -> change -> verify cycle per operation, in one test (each step starts from the
 cluster the one before left), ending where it began: the lab plan's nine nodes. Runs after
@@ -9,16 +11,25 @@ every read-only lab test (`lab_changes`).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lab_helpers import PLAN, cli, on_node, sbatch
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by the test below.
-from support.change_plans import grow_cpu, shrink_cpu, smaller_cpu_memory, write_plan
+from support.change_plans import (
+    grow_cpu,
+    grow_osd_only,
+    shrink_cpu,
+    shrink_osd_only,
+    smaller_cpu_memory,
+    write_plan,
+)
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
 from cluster_plan.api import load_expanded
@@ -42,6 +53,20 @@ CEPHFS_SESSIONS = (
 )
 
 
+# A client that keeps checking its files on the CephFS through the storage node's coming and
+# going: a line a check, "ok" or "FAIL".
+WRITE_FILES = (
+    "set -e; mkdir -p {directory}; for i in $(seq 1 20); do "
+    "head -c 131072 /dev/urandom > {directory}/f$i; done; sync; "
+    "sha256sum {directory}/f* > /root/cp-day2-sums"
+)
+READER = (
+    "systemd-run --unit=cp-day2-reader --collect sh -c 'while :; do "
+    "if sha256sum -c --quiet /root/cp-day2-sums >/dev/null 2>&1; then echo ok; else echo FAIL; fi; "
+    "sleep 2; done > /root/cp-day2-reader.log'"
+)
+
+
 def change(journal: Path, old: Path, new: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return cli(
         "change", str(old), str(new), "--yes", "--transport", "lab",
@@ -62,6 +87,20 @@ def sh(host: str, script: str, plan: Path = PLAN) -> str:
     return done.stdout
 
 
+def ceph(mon: str, command: str) -> Any:
+    return json.loads(sh(mon, f"ceph --connect-timeout 30 {command} --format json"))
+
+
+def osds_of(mon: str, host: str) -> list[int]:
+    """The OSD ids CRUSH places under `host`."""
+    nodes = ceph(mon, "osd tree")["nodes"]
+    return next((n.get("children", []) for n in nodes if n["name"] == host), [])
+
+
+def acting_sets(mon: str) -> dict[str, list[int]]:
+    return {p["pgid"]: p["acting"] for p in ceph(mon, "pg ls")["pg_stats"]}
+
+
 def real_memory(host: str, node: str, plan: Path = PLAN) -> str:
     """The RealMemory `host`'s slurm.conf gives `node`."""
     conf = sh(host, "cat /etc/slurm/slurm.conf", plan)
@@ -69,23 +108,41 @@ def real_memory(host: str, node: str, plan: Path = PLAN) -> str:
     return re.search(r"RealMemory=(\d+)", line).group(1)  # type: ignore[union-attr]
 
 
-def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
+def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
     converged_lab: Converged,  # noqa: F811
     tmp_path: Path,
 ):
-    grown = write_plan(tmp_path / "grown", grow_cpu)
+    grown = write_plan(tmp_path / "grown", grow_cpu, grow_osd_only)
     upgraded = write_plan(tmp_path / "upgraded", smaller_cpu_memory, base=grown)
-    shrunk = write_plan(tmp_path / "shrunk", shrink_cpu, base=upgraded)
+    shrunk = write_plan(tmp_path / "shrunk", shrink_cpu, shrink_osd_only, base=upgraded)
     journal = tmp_path / "journal"
     seconds: dict[str, float] = {}
     before = real_memory(CONTROLLER, "cpu01")  # the lab profile's 4 GB, as Slurm counts it
+    lab_plan = load_expanded(str(PLAN))
+    mon = lab_plan["groups"]["ceph_mon"][0]
+    mount = lab_plan["storage"]["ceph"]["cephfs"]["mount"]
+    # gpu01 writes files on the CephFS and checks them every 2 s until the storage node is gone
+    sh("gpu01", WRITE_FILES.format(directory=f"{mount}/cp-day2") + f"; {READER}")
+    placed_before = acting_sets(mon)
     try:
-        # -- add: cpu02 boots, converges, every host learns of it, a job lands on it
+        # -- add: cpu02 and osdn01 boot and converge in one run, every host learns of them,
+        # a job lands on cpu02, osdn01's OSDs take placement groups in its rack
         started = time.monotonic()
         added = change(journal, PLAN, grown)
-        seconds["add"] = time.monotonic() - started
+        seconds["add a compute and a storage node"] = time.monotonic() - started
         assert added.returncode == 0, added.stdout[-4000:] + added.stderr[-2000:]
-        assert "1. add cpu02" in added.stdout and "cpu02: healthy" in added.stdout
+        assert "1. add cpu02, osdn01" in added.stdout, added.stdout[-4000:]
+        assert "cpu02: healthy" in added.stdout and "osdn01: healthy" in added.stdout
+        grown_plan = load_expanded(str(grown))
+        new_osds = osds_of(mon, "osdn01")
+        planned = [d for d in grown_plan["hosts"]["osdn01"]["disks"] if d.get("use") == "osd"]
+        assert new_osds and len(new_osds) == len(planned), ceph(mon, "osd tree")
+        tree = {n["name"]: n for n in ceph(mon, "osd crush tree")["nodes"]}
+        rack = tree[grown_plan["hosts"]["osdn01"]["rack"]]  # CRUSH holds it in its plan rack
+        assert tree["osdn01"]["id"] in rack.get("children", []), tree
+        placed = acting_sets(mon)
+        moved = [pg for pg, acting in placed.items() if set(acting) & set(new_osds)]
+        assert moved and any(placed_before.get(pg) != placed[pg] for pg in moved), placed
         address = load_expanded(str(grown))["hosts"]["cpu02"]["address"]
         assert f"{address}\tcpu02.lab.internal cpu02" in sh(CONTROLLER, "cat /etc/hosts")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu02 -t 1 hostname")
@@ -124,14 +181,20 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
                        "sleep 1; done; exit 1")  # fmt: skip
         started = time.monotonic()
         removed = change(journal, upgraded, shrunk)
-        seconds["remove (a job of 25 s running)"] = time.monotonic() - started
+        seconds["remove both (a job of 25 s running)"] = time.monotonic() - started
         assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr[-2000:]
         assert f"cpu02: running job(s) {job}" in removed.stdout, removed.stdout[-4000:]
         record = sh(CONTROLLER, f"sacct -n -X -j {job} -o State,ExitCode -P")
         assert record.split() == ["COMPLETED|0:0"], record
         assert "cpu02" not in sh(CONTROLLER, "sinfo -h -N -o %N")
         assert "cpu02" not in sh(CONTROLLER, "cat /etc/hosts /etc/slurm/slurm.conf")
-        assert "cpu02" not in lab_hosts()
+        # osdn01's data moved off before its OSDs were purged; the client never missed a file
+        assert "mark the OSDs of osdn01 out" in removed.stdout
+        assert "osdn01" not in [n["name"] for n in ceph(mon, "osd crush tree")["nodes"]]
+        assert not set(new_osds) & {o["osd"] for o in ceph(mon, "osd dump")["osds"]}
+        log = sh("gpu01", "systemctl stop cp-day2-reader; cat /root/cp-day2-reader.log")
+        assert "ok" in log.split() and "FAIL" not in log, log[-2000:]
+        assert not {"cpu02", "osdn01"} & lab_hosts()
 
         # -- replace: cpu01 gets a new disk under the same name and address, and comes back
         # on the lab plan's profile (what every other host knows of it follows)
@@ -151,19 +214,22 @@ def test_a_node_is_added_upgraded_in_turn_and_removed_under_a_running_job(
         again = change(journal, shrunk, PLAN, "--replace", "cpu01")
         assert again.returncode == 0 and "carried out to the end" in again.stdout
 
-        # -- the CephFS: no session of a retired or re-imaged node is left holding it
-        lab_plan = load_expanded(str(PLAN))["hosts"]
-        mon = next(h for h, spec in lab_plan.items() if "ceph_mon" in spec["roles"])
+        # -- the CephFS: no session of a retired or re-imaged node is left holding it, and
+        # every file written before the changes reads back as written
         sessions = sh(mon, CEPHFS_SESSIONS)
         assert sessions.split().count("cpu01") <= 1 and "cpu02" not in sessions.split(), sessions
+        assert "osdn01" not in sessions.split(), sessions
         health = sh(mon, "for i in $(seq 60); do h=$(ceph health); "
                          "[ \"$h\" = HEALTH_OK ] && break; sleep 2; done; echo $h")  # fmt: skip
         assert health.strip() == "HEALTH_OK", sh(mon, "ceph health detail")
         assert sh("gpu01", "timeout 30 ls -d /shared/. && timeout 30 touch /shared/.day2 "
                   "&& rm /shared/.day2").strip() == "/shared/."  # fmt: skip
+        assert sh("gpu01", "timeout 60 sha256sum -c --quiet /root/cp-day2-sums && echo intact"
+                  ).split() == ["intact"]  # fmt: skip
     finally:
         on_node("cpu01", f"rm -f {FAULT} && systemctl daemon-reload", timeout=60)
-        if "cpu02" in lab_hosts():  # back to the lab plan's cluster whatever stopped above
+        on_node("gpu01", f"systemctl stop cp-day2-reader; rm -rf {mount}/cp-day2 /root/cp-day2-*")
+        if {"cpu02", "osdn01"} & lab_hosts():  # back to the lab plan's cluster whatever stopped
             back = change(tmp_path / "restore", upgraded, shrunk, "--force")
             print(back.stdout[-3000:], back.stderr[-2000:])
         if real_memory(CONTROLLER, "cpu01") != before:

@@ -49,6 +49,11 @@ def grow_osd_only(plan: dict[str, Any]) -> None:
     }
 
 
+def shrink_osd_only(plan: dict[str, Any]) -> None:
+    """The OSD-only storage node of `grow_osd_only` leaves (osdn01)."""
+    del plan["node_groups"]["osd_grown"]
+
+
 def write_plan(
     folder: Path, *edits: Edit, base: Path = LAB_PLAN, name: str = "cluster.yml"
 ) -> Path:
