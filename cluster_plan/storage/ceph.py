@@ -237,7 +237,8 @@ def ceph_config_options(
 ) -> list[dict[str, str]]:
     """Options for the monitors' configuration database: the plan's memory settings, the
     MDS affinity of an HA pair (mds_affinity), the MDS tick for Slurm's state on the CephFS
-    (slurm_state_tick), then the plan's extra `config` (who, option, value), which wins."""
+    (slurm_state_tick), then the plan's extra `config` (who, option, value): one entry per
+    (who, option), the plan's own replacing a default."""
     memory = ceph_memory(plan)
     if not memory:
         return []
@@ -262,4 +263,7 @@ def ceph_config_options(
         for name, value in sorted(values.items()):
             text = str(value).lower() if isinstance(value, bool) else str(value)
             options.append({"who": section, "name": name.replace(" ", "_"), "value": text})
-    return [{**o, "value": str(o["value"])} for o in options]
+    # One entry per (who, name), the last one (the plan's own) winning: two would be set in
+    # turn on every run, and the value in force would flip between them.
+    kept = {(o["who"], o["name"]): {**o, "value": str(o["value"])} for o in options}
+    return list(kept.values())
