@@ -23,12 +23,23 @@ options:
 """
 
 
+def same_value(current: str | None, wanted: str) -> bool:
+    """The dump prints a float option in its own form (`mds_tick_interval` 1 as `1.000000`):
+    two numbers are the same value when they are equal as numbers."""
+    if current is None or current == wanted:
+        return current == wanted
+    try:
+        return float(current) == float(wanted)
+    except ValueError:
+        return False
+
+
 def planned_changes(dump: list[dict[str, Any]], options: list[dict[str, Any]]) -> list[list[str]]:
     current = {(o["section"], o["name"]): str(o["value"]) for o in dump if not o.get("mask")}
     return [
         ["config", "set", o["who"], o["name"], str(o["value"])]
         for o in options
-        if current.get((o["who"], o["name"])) != str(o["value"])
+        if not same_value(current.get((o["who"], o["name"])), str(o["value"]))
     ]
 
 
