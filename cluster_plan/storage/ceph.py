@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_plan.plan.host_values import in_grammar
+from cluster_plan.plan.software import on_mount
 from cluster_plan.storage.nfs import nfs_volume_group
 
 Host = dict[str, Any]
@@ -227,7 +228,7 @@ def slurm_state_tick(plan: Plan) -> list[dict[str, str]]:
     fs = ceph_cephfs(plan)
     slurm = (plan.get("scheduler") or {}).get("slurm") or {}
     state, mount = str(slurm.get("state_save") or ""), str((fs or {}).get("mount") or "")
-    if not state or not mount or not (state + "/").startswith(mount.rstrip("/") + "/"):
+    if not mount or not on_mount(state, [mount]):
         return []
     return [{"who": "mds", "name": "mds_tick_interval", "value": str(SLURM_STATE_MDS_TICK_S)}]
 

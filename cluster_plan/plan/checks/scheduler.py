@@ -10,6 +10,7 @@ from typing import Any
 from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.software import on_mount
 
 # settings blocks that only one scheduler reads
 _OWN_BLOCK = {"slurm": "slurm", "kubernetes": "kubernetes"}
@@ -115,7 +116,7 @@ class _SharedMount:
     server: str | None = None  # an NFS export's server, which does not mount it
 
     def holds(self, path: str) -> bool:
-        return path == self.mount or path.startswith(self.mount.rstrip("/") + "/")
+        return on_mount(path, [self.mount])
 
 
 def _shared_mounts(plan: Plan) -> Iterator[_SharedMount]:
