@@ -153,7 +153,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
                 break
             time.sleep(2)
         assert moved and any(placed_before.get(pg) != placed[pg] for pg in moved), placed
-        address = load_expanded(str(grown))["hosts"]["cpu02"]["address"]
+        address = grown_plan["hosts"]["cpu02"]["address"]
         assert f"{address}\tcpu02.lab.internal cpu02" in sh(CONTROLLER, "cat /etc/hosts")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu02 -t 1 hostname")
         assert ran.split() == ["cpu02"]
@@ -210,7 +210,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
 
         # -- replace: cpu01 gets a new disk under the same name and address, and comes back
         # on the lab plan's profile (what every other host knows of it follows)
-        address = load_expanded(str(PLAN))["hosts"]["cpu01"]["address"]
+        address = lab_plan["hosts"]["cpu01"]["address"]
         sh("cpu01", "echo old disk > /root/replace-marker")
         started = time.monotonic()
         replaced = change(journal, shrunk, PLAN, "--replace", "cpu01")
