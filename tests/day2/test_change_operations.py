@@ -29,6 +29,7 @@ from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.day2.change import runner
 from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
+    CEPH_DAEMON_ROLES,
     ChangeRefused,
     Operation,
     Options,
@@ -385,6 +386,42 @@ def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monke
         (("playbooks/monitoring.yml",), ("head01",), ""),
     ]
     assert "common.yml [peers]" in inform.detail
+
+
+def test_a_storage_node_is_told_to_the_ceph_daemons_only(plans, monkeypatch, tmp_path):
+    """A client's ceph.conf names the monitors, never an OSD host: when one comes or goes,
+    the storage stage runs on the hosts with Ceph daemons, after the peers' run; its clients
+    are not visited. A cluster-wide change still runs every stage on every host."""
+    (add,) = operations(plans["lab"], plans["osd"])
+    inform = next(s for s in add.steps if s.action == "inform")
+    runs: list[tuple[tuple[str, ...], tuple[str, ...], str]] = []
+    monkeypatch.setattr(
+        runner, "playbook", lambda ctx, books, limit, tags="": runs.append((books, limit, tags))
+    )
+    runner.inform(context(plans, FakeExecutor({}), "lab", "osd"), inform)
+    _, grown = deployed_pair(plans["lab"], plans["osd"])
+    daemons = tuple(
+        h for h, spec in grown["hosts"].items() if CEPH_DAEMON_ROLES & set(spec["roles"])
+    )
+    assert "osdn01" in daemons and not {"cpu01", "gpu01", "infer01"} & set(daemons)
+    assert runs == [
+        (("playbooks/common.yml",), inform.hosts, "peers"),
+        (("playbooks/storage.yml",), daemons, ""),
+        (("playbooks/monitoring.yml",), ("head01",), ""),
+    ]
+    # the removal tells the daemons that stay
+    _, reconfigure = operations(plans["osd"], plans["lab"])
+    plays = dict((stage, hosts) for stage, hosts, _ in reconfigure.steps[0].param("plays"))
+    assert plays["playbooks/storage.yml"] == tuple(h for h in daemons if h != "osdn01")
+
+    # a change of the cluster's own settings: every stage, in full, on every host
+    def slower_scrapes(plan: dict[str, Any]) -> None:
+        plan["monitoring"]["scrape_interval_s"] = 20
+
+    cluster = write_plan(tmp_path, slower_scrapes)
+    (whole,) = operations(plans["lab"], cluster)
+    full = whole.steps[0].param("plays")
+    assert all(hosts == whole.hosts and tags == "" for _, hosts, tags in full), full
 
 
 def test_a_new_host_is_converged_with_the_acceptance_tools_but_nothing_measured(plans, monkeypatch):

@@ -52,6 +52,7 @@ INFORM_STAGES = (
 # open: the next site.yml runs them in full.
 PEER_TAGGED = frozenset({"playbooks/common.yml", "playbooks/slurm.yml"})
 PEERS_TAG = "peers"
+CEPH_DAEMON_ROLES = frozenset({"ceph_mon", "ceph_mgr", "ceph_osd", "ceph_mds"})
 # A host with one of these roles is not removed by a plan change: its service must first move
 # to another host (a plan change of its own), or the cluster loses it.
 SERVICE_ROLES = frozenset(
@@ -317,7 +318,7 @@ def _inform_stages(hosts: Iterable[Host], new: ExpandedPlan) -> tuple[str, ...]:
     the hosts."""
     roles = {r for spec in hosts for r in spec["roles"]}
     wanted = {"playbooks/common.yml"}
-    if roles & {"ceph_mon", "ceph_mgr", "ceph_osd", "ceph_mds"}:
+    if roles & CEPH_DAEMON_ROLES:
         wanted.add("playbooks/storage.yml")
     if roles & {"slurm_controller", "slurm_compute", "slurmdbd", "login"}:
         wanted.add("playbooks/slurm.yml")
@@ -331,21 +332,36 @@ def _inform_stages(hosts: Iterable[Host], new: ExpandedPlan) -> tuple[str, ...]:
 def _inform(
     new: ExpandedPlan, stages: tuple[str, ...], what: str, everywhere: bool = False
 ) -> Step:
-    """Run `stages` on every host of the new plan; unless `everywhere`, the monitoring stage
-    only where the scrape targets live (each host's own exporter did not change), and common
-    and slurm only for what hosts know of each other (PEER_TAGGED)."""
+    """Run `stages` on every host of the new plan; unless `everywhere`, common and slurm
+    only for what hosts know of each other (PEER_TAGGED, together in one run, first), the
+    storage stage only on the Ceph daemons' hosts and the monitoring stage only where the
+    scrape targets live."""
     hosts = tuple(new["hosts"])
-    servers = tuple(h for h, s in new["hosts"].items() if "monitoring_server" in s["roles"])
+    if not everywhere:
+        # one ansible-playbook run for the peers' tasks: none of them waits on another stage
+        stages = tuple(sorted(stages, key=lambda s: s not in PEER_TAGGED))
     plays = tuple(
         (
             stage,
-            servers if stage.endswith("/monitoring.yml") and not everywhere else hosts,
+            hosts if everywhere else _inform_hosts(stage, new),
             PEERS_TAG if stage in PEER_TAGGED and not everywhere else "",
         )
         for stage in stages
     )
     names = ", ".join(p.split("/")[-1] + (f" [{tag}]" if tag else "") for p, _, tag in plays)
     return Step("inform", hosts, f"{what} ({names})", (("plays", plays),))
+
+
+def _inform_hosts(stage: str, new: ExpandedPlan) -> tuple[str, ...]:
+    """Where `stage` runs to tell of hosts that came, went or changed. A Ceph client knows
+    the monitors (ceph.conf) and its own key, never an OSD host, and a monitor cannot come
+    or go by a change (SERVICE_ROLES): the storage stage runs where the daemons are. Each
+    host's own exporter does not change: monitoring runs where the targets are listed."""
+    wanted = {
+        "playbooks/storage.yml": CEPH_DAEMON_ROLES,
+        "playbooks/monitoring.yml": {"monitoring_server"},
+    }.get(stage)
+    return tuple(h for h, s in new["hosts"].items() if wanted is None or wanted & set(s["roles"]))
 
 
 def _batches(hosts: list[str], size: int) -> list[tuple[str, ...]]:
