@@ -3,6 +3,7 @@ networks cabled to the lab's own bridges (never the machine's own namespace)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -68,6 +69,36 @@ def sbatch(host: str, options: str, controller: str, timeout: float = 180) -> st
             f"slurmctld on {controller}:\n{log.stdout}"
         )
     return result.stdout.strip().split(";")[0]
+
+
+# Files of 128 KiB from /dev/urandom written through a client's mount, then their checksums
+# (sha256sum's lines, on standard output).
+WRITE_FILES = """
+set -e
+mkdir -p {directory}
+for i in $(seq 1 {count}); do head -c 131072 /dev/urandom > {directory}/f$i; done
+sync
+sha256sum {directory}/f*
+"""
+
+
+def ceph_json(host: str, command: str, timeout: float = 300, plan: Path = PLAN) -> Any:
+    """`ceph COMMAND --format json` on `host` (a monitor holds the admin key), parsed."""
+    done = on_node(host, f"ceph --connect-timeout 30 {command} --format json", plan, timeout)
+    assert done.returncode == 0, f"{host}: ceph {command}\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+def osd_hosts(tree: dict[str, Any]) -> dict[int, str]:
+    """OSD id -> host, from `ceph osd tree`'s JSON."""
+    by_id = {n["id"]: n for n in tree["nodes"]}
+    return {
+        child: node["name"]
+        for node in tree["nodes"]
+        if node["type"] == "host"
+        for child in node.get("children", [])
+        if by_id[child]["type"] == "osd"
+    }
 
 
 def connect_script(host: str, port: int, source: str = "") -> str:

@@ -27,9 +27,12 @@ import yaml
 from lab_helpers import (
     OUTSIDE,
     PLAN,
+    WRITE_FILES,
+    ceph_json,
     cli,
     connect_script,
     on_node,
+    osd_hosts,
     outside_namespace,
     probe_from_namespace,
     ssh_reachable,
@@ -71,8 +74,11 @@ class CephLab:
         return self.group("ceph_mon")[0]
 
     def ceph(self, command: str, host: str = "") -> Any:
-        out = self.sh(host or self.admin, f"ceph --connect-timeout 30 {command} --format json")
-        return json.loads(out)
+        return ceph_json(host or self.admin, command)
+
+    def osd_hosts(self) -> dict[int, str]:
+        """OSD id -> host, from `ceph osd tree`."""
+        return osd_hosts(self.ceph("osd tree"))
 
     def storage_address(self, host: str) -> str:
         return str(self.expanded["hosts"][host]["interfaces"]["storage"]["address"])
@@ -102,19 +108,6 @@ def ceph(converged_lab: Converged) -> CephLab:  # noqa: F811
     return CephLab(converged_lab.expanded, converged_lab)
 
 
-def osd_hosts(cluster: CephLab) -> dict[int, str]:
-    """OSD id -> host, from `ceph osd tree`."""
-    tree = cluster.ceph("osd tree")
-    by_id = {n["id"]: n for n in tree["nodes"]}
-    return {
-        child: node["name"]
-        for node in tree["nodes"]
-        if node["type"] == "host"
-        for child in node.get("children", [])
-        if by_id[child]["type"] == "osd"
-    }
-
-
 # --- after site.yml -------------------------------------------------------------------------
 
 
@@ -124,7 +117,7 @@ def test_quorum_manager_osds_up_and_in_and_health_ok(ceph: CephLab):
     mgr = ceph.ceph("mgr stat")
     assert mgr["available"] is True and mgr["active_name"] in ceph.group("ceph_mgr")
     planned = ceph.planned_osds()
-    placed = osd_hosts(ceph)
+    placed = ceph.osd_hosts()
     assert {h: list(placed.values()).count(h) for h in planned} == planned
     dump = ceph.ceph("osd dump")
     assert len(dump["osds"]) == sum(planned.values())
@@ -173,7 +166,7 @@ def test_pools_carry_the_planned_settings_and_rules(ceph: CephLab):
 def dataset_osds(cluster: CephLab, dataset: str) -> set[int]:
     racks = cluster.expanded["scheduler"]["datasets"][dataset]["racks"]
     hosts = cluster.expanded["hosts"]
-    return {osd for osd, host in osd_hosts(cluster).items() if hosts[host]["rack"] in racks}
+    return {osd for osd, host in cluster.osd_hosts().items() if hosts[host]["rack"] in racks}
 
 
 def test_dataset_pool_places_every_replica_in_the_dataset_racks(ceph: CephLab):
@@ -181,7 +174,7 @@ def test_dataset_pool_places_every_replica_in_the_dataset_racks(ceph: CephLab):
         (n, d) for n, d in ceph.expanded["scheduler"]["datasets"].items() if d.get("pool")
     )
     inside = dataset_osds(ceph, dataset)
-    assert inside and inside != set(osd_hosts(ceph)), "the test needs OSDs outside the racks"
+    assert inside and inside != set(ceph.osd_hosts()), "the test needs OSDs outside the racks"
     listing = ceph.ceph(f"pg ls-by-pool {spec['pool']}")
     pgs = listing["pg_stats"] if isinstance(listing, dict) else listing
     assert len(pgs) == next(
@@ -286,7 +279,7 @@ def test_ceph_ports_only_from_the_ceph_networks(ceph: CephLab):
     osd = ceph.ceph("osd dump")["osds"][0]
     v2 = next(a for a in osd["public_addrs"]["addrvec"] if a["type"] == "v2")
     osd_port = int(v2["addr"].rsplit(":", 1)[1])
-    osd_host = osd_hosts(ceph)[osd["osd"]]
+    osd_host = ceph.osd_hosts()[osd["osd"]]
     osd_addr = ceph.storage_address(osd_host)
     # Between nodes on the storage network: open.
     for addr, port in ((mon_addr, 3300), (mon_addr, 6789), (osd_addr, osd_port)):
@@ -397,14 +390,6 @@ cluster.shutdown()
 PY
 """
 
-WRITE_FILES = """
-set -e
-mkdir -p {directory}
-for i in $(seq 1 {count}); do head -c 131072 /dev/urandom > {directory}/f$i; done
-sync
-sha256sum {directory}/f*
-"""
-
 
 def parse_sums(text: str) -> dict[str, str]:
     return {name: digest for digest, name in (ln.split() for ln in text.splitlines() if ln)}
@@ -481,7 +466,7 @@ def test_data_survives_a_storage_node_down_and_its_return(ceph: CephLab, written
         and ceph.expanded["hosts"][h]["rack"] in dataset["racks"]
         and h != ceph.admin
     )
-    victim_osds = {o for o, h in osd_hosts(ceph).items() if h == victim}
+    victim_osds = {o for o, h in ceph.osd_hosts().items() if h == victim}
     reader = next(h for h in ceph.group("ceph_mon") if h not in (victim, ceph.admin))
     fault = cli("lab", "fault", str(PLAN), victim, "--down")
     assert fault.returncode == 0, fault.stderr

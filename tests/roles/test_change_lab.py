@@ -11,15 +11,14 @@ every read-only lab test (`lab_changes`).
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from lab_helpers import PLAN, cli, on_node, sbatch
+from lab_helpers import PLAN, WRITE_FILES, cli, on_node, osd_hosts, sbatch
+from lab_helpers import ceph_json as ceph
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by the test below.
 from support.change_plans import (
@@ -55,11 +54,6 @@ CEPHFS_SESSIONS = (
 
 # A client that keeps checking its files on the CephFS through the storage node's coming and
 # going: a line a check, "ok" or "FAIL".
-WRITE_FILES = (
-    "set -e; mkdir -p {directory}; for i in $(seq 1 20); do "
-    "head -c 131072 /dev/urandom > {directory}/f$i; done; sync; "
-    "sha256sum {directory}/f* > /root/cp-day2-sums"
-)
 READER = (
     "systemd-run --unit=cp-day2-reader --collect sh -c 'while :; do "
     "if sha256sum -c --quiet /root/cp-day2-sums >/dev/null 2>&1; then echo ok; else echo FAIL; fi; "
@@ -85,16 +79,6 @@ def sh(host: str, script: str, plan: Path = PLAN) -> str:
     done = on_node(host, script, plan=plan)
     assert done.returncode == 0, f"{host}: {script}: {done.stderr}"
     return done.stdout
-
-
-def ceph(mon: str, command: str) -> Any:
-    return json.loads(sh(mon, f"ceph --connect-timeout 30 {command} --format json"))
-
-
-def osds_of(mon: str, host: str) -> list[int]:
-    """The OSD ids CRUSH places under `host`."""
-    nodes = ceph(mon, "osd tree")["nodes"]
-    return next((n.get("children", []) for n in nodes if n["name"] == host), [])
 
 
 def acting_sets(mon: str) -> dict[str, list[int]]:
@@ -124,10 +108,10 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
     try:
         # gpu01 writes files on the CephFS and checks them every 2 s until the storage node
         # is gone (a unit left by an earlier run is stopped first)
-        sh("gpu01", "systemctl stop cp-day2-reader 2>/dev/null; "
-           + WRITE_FILES.format(directory=f"{mount}/cp-day2") + f"; {READER}")  # fmt: skip
-        sums = sh("gpu01", "cat /root/cp-day2-sums")
+        sh("gpu01", "systemctl stop cp-day2-reader 2>/dev/null; true")
+        sums = sh("gpu01", WRITE_FILES.format(directory=f"{mount}/cp-day2", count=20))
         assert len(sums.splitlines()) == 20, sums
+        sh("gpu01", f"cat > /root/cp-day2-sums <<'EOF'\n{sums}EOF\n{READER}")
         placed_before = acting_sets(mon)
         # -- add: cpu02 and osdn01 boot and converge in one run, every host learns of them,
         # a job lands on cpu02, osdn01's OSDs take placement groups in its rack
@@ -138,7 +122,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         assert "1. add cpu02, osdn01" in added.stdout, added.stdout[-4000:]
         assert "cpu02: healthy" in added.stdout and "osdn01: healthy" in added.stdout
         grown_plan = load_expanded(str(grown))
-        new_osds = osds_of(mon, "osdn01")
+        new_osds = [o for o, h in osd_hosts(ceph(mon, "osd tree")).items() if h == "osdn01"]
         planned = [d for d in grown_plan["hosts"]["osdn01"]["disks"] if d.get("use") == "osd"]
         assert new_osds and len(new_osds) == len(planned), ceph(mon, "osd tree")
         tree = {n["name"]: n for n in ceph(mon, "osd crush tree")["nodes"]}
