@@ -370,16 +370,25 @@ def test_options_reach_the_operations():
     assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
 
 
-def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monkeypatch):
-    """common and slurm with their `peers` tasks only, on every host; monitoring in full, only
-    where the targets live; a cluster-wide reconfigure runs every stage in full everywhere."""
-    (add,) = operations(plans["lab"], plans["grown"])
+def inform_runs(
+    plans: dict[str, Path], grown: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Step, list[tuple[tuple[str, ...], tuple[str, ...], str]]]:
+    """The inform step of adding plans[grown]'s hosts to the lab, and the ansible-playbook
+    runs (playbooks, limit, tags) the runner makes of it."""
+    (add,) = operations(plans["lab"], plans[grown])
     inform = next(s for s in add.steps if s.action == "inform")
     runs: list[tuple[tuple[str, ...], tuple[str, ...], str]] = []
     monkeypatch.setattr(
         runner, "playbook", lambda ctx, books, limit, tags="": runs.append((books, limit, tags))
     )
-    runner.inform(context(plans, FakeExecutor({}), "lab", "grown"), inform)
+    runner.inform(context(plans, FakeExecutor({}), "lab", grown), inform)
+    return inform, runs
+
+
+def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monkeypatch):
+    """common and slurm with their `peers` tasks only, on every host; monitoring in full, only
+    where the targets live; a cluster-wide reconfigure runs every stage in full everywhere."""
+    inform, runs = inform_runs(plans, "grown", monkeypatch)
     everyone = inform.hosts
     assert runs == [
         (("playbooks/common.yml", "playbooks/slurm.yml"), everyone, "peers"),
@@ -392,13 +401,7 @@ def test_a_storage_node_is_told_to_the_ceph_daemons_only(plans, monkeypatch, tmp
     """A client's ceph.conf names the monitors, never an OSD host: when one comes or goes,
     the storage stage runs on the hosts with Ceph daemons, after the peers' run; its clients
     are not visited. A cluster-wide change still runs every stage on every host."""
-    (add,) = operations(plans["lab"], plans["osd"])
-    inform = next(s for s in add.steps if s.action == "inform")
-    runs: list[tuple[tuple[str, ...], tuple[str, ...], str]] = []
-    monkeypatch.setattr(
-        runner, "playbook", lambda ctx, books, limit, tags="": runs.append((books, limit, tags))
-    )
-    runner.inform(context(plans, FakeExecutor({}), "lab", "osd"), inform)
+    inform, runs = inform_runs(plans, "osd", monkeypatch)
     _, grown = deployed_pair(plans["lab"], plans["osd"])
     daemons = tuple(
         h for h, spec in grown["hosts"].items() if CEPH_DAEMON_ROLES & set(spec["roles"])
