@@ -102,12 +102,18 @@ def test_nothing_to_take_back_starts_at_once(
     assert "no backup controller is in control; starting" in done.stdout, why
 
 
+@pytest.mark.parametrize(
+    "noted_ago", [600, -600], ids=["stopped-long-ago", "its-clock-ten-minutes-ahead"]
+)
 def test_an_old_note_does_not_count_and_a_silent_backup_does_not_block(
-    state: Path, tmp_path: Path
+    state: Path, tmp_path: Path, noted_ago: int
 ) -> None:
-    # osd01 stopped long ago (an old note); now it holds control and never answers
+    # osd01 stopped long ago (an old note, or one its clock dated ahead of this host's); now
+    # it holds control and never answers: only a note that changes counts
     (state / "cluster-plan-handback").mkdir()
-    (state / "cluster-plan-handback" / "osd01.stopped").write_text(f"{int(time.time()) - 600}\n")
+    (state / "cluster-plan-handback" / "osd01.stopped").write_text(
+        f"{int(time.time()) - noted_ago}\n"
+    )
     beat(state, time.time(), index=1)
     done, calls, seconds = run(state, tmp_path, backup_stops_after=None, timeout_s=3)
     assert done.returncode == 0  # the primary starts anyway: Slurm's own hand-back follows
@@ -131,6 +137,38 @@ def test_with_nobody_in_control_the_primary_starts_once_the_heartbeat_is_stale(
     assert "no controller is in control" in done.stdout, done.stdout
     assert "the state is final: starting" in done.stdout
     assert "within 20s" not in done.stdout  # it did not sit out the hand-back's timeout
+
+
+def test_a_heartbeat_missing_for_a_moment_is_not_nobody_in_control(
+    state: Path, tmp_path: Path
+) -> None:
+    # slurmctld replaces its heartbeat by unlink and link: a read between the two finds no
+    # file. Here the backup's beat is gone for 3 s after the shutdown is asked (a stand-in
+    # for that window, made long enough to be read), then it beats again and stops at 5 s.
+    beat(state, time.time(), index=1)
+    heartbeat = state / "heartbeat"
+    gap = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, struct, sys, time\n"
+            f"path = {str(heartbeat)!r}\n"
+            "time.sleep(0.5); os.unlink(path); time.sleep(3)\n"
+            "open(path, 'wb').write(struct.pack('>QQ', int(time.time()), 1))\n",
+        ]
+    )
+    try:
+        done, calls, seconds = run(
+            state, tmp_path, backup_stops_after=5, timeout_s=20, slurmctld_timeout_s=30
+        )
+    finally:
+        gap.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "no controller is in control" not in done.stdout, done.stdout
+    assert "osd01 saved its state and stopped" in done.stdout, done.stdout
+    assert seconds >= 5
+    # asked again while it waited (every 5 s), whatever scontrol's exit status said
+    assert len(calls) >= 2 and set(calls) == {"shutdown slurmctld"}, calls
 
 
 def test_a_backup_still_beating_is_asked_again_until_it_takes_the_shutdown(
