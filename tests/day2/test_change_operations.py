@@ -135,6 +135,20 @@ def test_replace_drains_reprovisions_and_checks_keeping_the_host(plans):
     ]
 
 
+def test_removals_run_before_replacements_in_one_change(plans):
+    """cpu02 leaves while cpu01 gets new hardware and its old profile back: cpu02's drain
+    (and the wait for its jobs) comes first, not after cpu01's re-provisioning; one
+    reconfigure at the end tells every host of both."""
+    ops = operations(plans["upgraded"], plans["lab"], replace=("cpu01",))
+    assert [(o.kind, o.hosts[:1]) for o in ops] == [
+        ("remove", ("cpu02",)),
+        ("replace", ("cpu01",)),
+        ("reconfigure", ("head01",)),
+    ]
+    # cpu01's memory is back on the controller: the slurm stage is told, not only forgotten
+    assert "slurm.yml" in ops[-1].steps[0].detail
+
+
 def test_new_disks_in_a_profile_are_a_replacement(plans, tmp_path):
     def bigger_disk(plan: dict[str, Any]) -> None:
         plan["hardware"]["cpu-big"] = copy.deepcopy(plan["hardware"]["cpu"])

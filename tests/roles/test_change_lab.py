@@ -166,18 +166,28 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         assert "done before: drain cpu01" in resumed.stdout
         assert real_memory(CONTROLLER, "cpu02", grown) == smaller
 
-        # -- remove: cpu02 drains while a job runs on it; the job finishes, nothing is lost
+        # -- remove both and replace cpu01, in one change (one reconfigure for all three):
+        # cpu02 drains while a job runs on it; the job finishes, nothing is lost; cpu01 gets
+        # a new disk under the same name and address and comes back on the lab plan's profile
         job = sbatch(
             CONTROLLER, "-p general -w cpu02 -t 3 -o /tmp/removal-%j.out --wrap "
             "'sleep 25; echo finished'", CONTROLLER,
         )  # fmt: skip
         sh(CONTROLLER, f"for i in $(seq 60); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                        "sleep 1; done; exit 1")  # fmt: skip
+        address = lab_plan["hosts"]["cpu01"]["address"]
+        sh("cpu01", "echo old disk > /root/replace-marker")
         started = time.monotonic()
-        removed = change(journal, upgraded, shrunk)
-        seconds["remove both (a job of 25 s running)"] = time.monotonic() - started
+        removed = change(journal, upgraded, PLAN, "--replace", "cpu01")
+        seconds["remove both (a job of 25 s running), replace cpu01"] = time.monotonic() - started
         assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr[-2000:]
         assert f"cpu02: running job(s) {job}" in removed.stdout, removed.stdout[-4000:]
+        # the removals come first: cpu02's job is waited for before cpu01 is re-imaged
+        numbered = dict(
+            re.findall(r"^(\d+)\. (remove cpu02|replace cpu01)\b", removed.stdout, re.M)
+        )
+        order = {what: int(number) for number, what in numbered.items()}
+        assert order["remove cpu02"] < order["replace cpu01"], removed.stdout[:3000]
         record = sh(CONTROLLER, f"sacct -n -X -j {job} -o State,ExitCode -P")
         assert record.split() == ["COMPLETED|0:0"], record
         assert "cpu02" not in sh(CONTROLLER, "sinfo -h -N -o %N")
@@ -191,23 +201,15 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         # a check every 2 s or so through minutes of changes, and not one mismatch
         assert log.split().count("ok") >= 30 and "FAIL" not in log, log[-2000:]
         assert not {"cpu02", "osdn01"} & lab_hosts()
-
-        # -- replace: cpu01 gets a new disk under the same name and address, and comes back
-        # on the lab plan's profile (what every other host knows of it follows)
-        address = lab_plan["hosts"]["cpu01"]["address"]
-        sh("cpu01", "echo old disk > /root/replace-marker")
-        started = time.monotonic()
-        replaced = change(journal, shrunk, PLAN, "--replace", "cpu01")
-        seconds["replace, back to the lab plan"] = time.monotonic() - started
-        assert replaced.returncode == 0, replaced.stdout[-4000:] + replaced.stderr[-2000:]
-        assert "re-provision cpu01" in replaced.stdout and "cpu01: healthy" in replaced.stdout
+        # cpu01 was re-imaged; what every other host knows of it follows the lab plan
+        assert "re-provision cpu01" in removed.stdout and "cpu01: healthy" in removed.stdout
         assert sh("cpu01", "ls /root/replace-marker 2>/dev/null || echo gone").split() == ["gone"]
         assert f"inet {address}/" in sh("cpu01", "ip -4 -o addr show")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu01 -t 1 hostname")
         assert ran.split() == ["cpu01"]
         sh("cpu01", "command -v iperf3 fping")
         assert real_memory(CONTROLLER, "cpu01") == before
-        again = change(journal, shrunk, PLAN, "--replace", "cpu01")
+        again = change(journal, upgraded, PLAN, "--replace", "cpu01")
         assert again.returncode == 0 and "carried out to the end" in again.stdout
 
         # -- the CephFS: no session of a retired or re-imaged node is left holding it, and

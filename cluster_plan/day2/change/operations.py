@@ -371,16 +371,18 @@ def _batches(hosts: list[str], size: int) -> list[tuple[str, ...]]:
 def _refusals(
     sorted_: _Sorted, old: ExpandedPlan, new: ExpandedPlan, options: Options
 ) -> list[str]:
-    """Why the change cannot be made; the hosts the operator replaces join `sorted_`."""
-    refused = list(sorted_.refused) + _cluster_refusals(sorted_.cluster)
-    refused += _service_refusals(sorted_.removed, old, REMOVAL_REFUSAL) + _mixing_refusals(sorted_)
-    refused += _service_refusals(sorted_.added, new, ADDITION_REFUSAL)
+    """Why the change cannot be made; the hosts the operator replaces join `sorted_` first (a
+    replaced host is re-provisioned, not upgraded, so it never mixes with a removal)."""
+    refused = []
     for host in options.replace:
         if host not in new["hosts"] or host not in old["hosts"]:
             refused.append(f"--replace {host}: no such host in both plans")
         else:
             sorted_.replaced.setdefault(host, "replaced by the operator (--replace)")
             sorted_.rolled.pop(host, None)
+    refused += list(sorted_.refused) + _cluster_refusals(sorted_.cluster)
+    refused += _service_refusals(sorted_.removed, old, REMOVAL_REFUSAL) + _mixing_refusals(sorted_)
+    refused += _service_refusals(sorted_.added, new, ADDITION_REFUSAL)
     return refused
 
 
@@ -474,8 +476,10 @@ def plan_operations(
     ops: list[Operation] = []
     if sorted_.added:
         ops.append(_add(tuple(sorted(sorted_.added)), new))
-    ops += [_replace(h, why, old, new, options) for h, why in sorted(sorted_.replaced.items())]
+    # Removals before replacements: a removal's wait for its running jobs starts at once, not
+    # after another host's re-provisioning, and a replaced host rejoins the final cluster.
     ops += [_remove(h, old, options) for h in sorted(sorted_.removed)]
+    ops += [_replace(h, why, old, new, options) for h, why in sorted(sorted_.replaced.items())]
     rolled = [h for h in new["hosts"] if h in sorted_.rolled]
     for batch in _batches(rolled, max(1, options.batch)):
         why = "; ".join(f"{h}: {', '.join(sorted_.rolled[h])}" for h in batch)
