@@ -34,6 +34,8 @@ from cluster_plan.day2.change.operations import (
     Operation,
     Options,
     Step,
+    _inform,
+    _inform_stages,
     plan_operations,
     render,
 )
@@ -411,25 +413,32 @@ def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monke
     assert "common.yml [peers]" in inform.detail
 
 
-def test_a_storage_node_is_told_to_the_ceph_daemons_only(plans, monkeypatch, tmp_path):
-    """A client's ceph.conf names the monitors, never an OSD host: when one comes or goes,
-    the storage stage runs on the hosts with Ceph daemons, after the peers' run; its clients
-    are not visited. A cluster-wide change still runs every stage on every host."""
+def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
+    plans, monkeypatch, tmp_path
+):
+    """No other host's files name an OSD host (a client's ceph.conf names the monitors): an
+    OSD node that comes is put into CRUSH by its own converge, one that goes by its purge.
+    Only the peers' run and monitoring tell the others. Where the storage stage does run to
+    tell (a host with a daemon others name), it runs on the Ceph daemons' hosts only. A
+    cluster-wide change still runs every stage on every host."""
     inform, runs = inform_runs(plans, "osd", monkeypatch)
+    assert runs == [
+        (("playbooks/common.yml",), inform.hosts, "peers"),
+        (("playbooks/monitoring.yml",), ("head01",), ""),
+    ]
+    _, reconfigure = operations(plans["osd"], plans["lab"])  # the removal
+    plays = dict((stage, hosts) for stage, hosts, _ in reconfigure.steps[0].param("plays"))
+    assert "playbooks/storage.yml" not in plays and "playbooks/common.yml" in plays
+
     _, grown = deployed_pair(plans["lab"], plans["osd"])
     daemons = tuple(
         h for h, spec in grown["hosts"].items() if CEPH_DAEMON_ROLES & set(spec["roles"])
     )
     assert "osdn01" in daemons and not {"cpu01", "gpu01", "infer01"} & set(daemons)
-    assert runs == [
-        (("playbooks/common.yml",), inform.hosts, "peers"),
-        (("playbooks/storage.yml",), daemons, ""),
-        (("playbooks/monitoring.yml",), ("head01",), ""),
-    ]
-    # the removal tells the daemons that stay
-    _, reconfigure = operations(plans["osd"], plans["lab"])
-    plays = dict((stage, hosts) for stage, hosts, _ in reconfigure.steps[0].param("plays"))
-    assert plays["playbooks/storage.yml"] == tuple(h for h in daemons if h != "osdn01")
+    mds = {"roles": ["ceph_mds"]}
+    storage = _inform(grown, _inform_stages([mds], grown), "told")
+    plays = dict((stage, hosts) for stage, hosts, _ in storage.param("plays"))
+    assert plays["playbooks/storage.yml"] == daemons
 
     # a change of the cluster's own settings: every stage, in full, on every host
     def slower_scrapes(plan: dict[str, Any]) -> None:
@@ -567,6 +576,23 @@ def test_ceph_that_cannot_answer_is_not_taken_for_no_osds(plans):
     with pytest.raises(runner.StepFailed, match=r"osd\.4 of osd01 is not safe to destroy"):
         runner.osd_purge(ctx, Step("osd-purge", ("osd01",), ""))
     assert not any("purge 4" in c for _, c in executor.calls)
+
+
+def test_a_purge_ends_when_ceph_is_healthy_again(plans, monkeypatch):
+    """No other host's storage stage follows an OSD host's purge: the step waits for
+    HEALTH_OK itself, and fails when Ceph stays unhealthy."""
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    health = [(0, "HEALTH_WARN 1 osds down\n"), (0, "HEALTH_OK\n")]
+    executor = FakeExecutor({"ls-tree": [(0, "4\n")], "ceph health": health})
+    ctx = context(plans, executor, "lab", "lab")
+    runner.osd_purge(ctx, Step("osd-purge", ("osd01",), ""))
+    scripts = [c for _, c in executor.calls]
+    assert scripts.index("ceph osd purge 4 --yes-i-really-mean-it") < scripts.index("ceph health")
+    assert scripts.count("ceph health") == 2
+    monkeypatch.setattr(runner, "OSD_EMPTY_TIMEOUT_S", 0)
+    executor.answers["ceph health"] = [(0, "HEALTH_WARN 1 osds down\n")]
+    with pytest.raises(runner.StepFailed, match="HEALTH_WARN"):
+        runner.osd_purge(ctx, Step("osd-purge", ("osd01",), ""))
 
 
 def test_kubernetes_pods_are_waited_for_unless_forced(plans, monkeypatch):

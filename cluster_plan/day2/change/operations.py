@@ -53,6 +53,10 @@ INFORM_STAGES = (
 PEER_TAGGED = frozenset({"playbooks/common.yml", "playbooks/slurm.yml"})
 PEERS_TAG = "peers"
 CEPH_DAEMON_ROLES = frozenset({"ceph_mon", "ceph_mgr", "ceph_osd", "ceph_mds"})
+# The Ceph daemons other hosts' files name (ceph.conf's monitors; the MDS and manager keys).
+# An OSD host is named in no other host's files: its own converge puts it into CRUSH (tasks
+# run once, delegated to the first monitor) and a removal's purge takes it out.
+CEPH_NAMED_ROLES = CEPH_DAEMON_ROLES - {"ceph_osd"}
 # A host with one of these roles is not removed by a plan change: its service must first move
 # to another host (a plan change of its own), or the cluster loses it.
 SERVICE_ROLES = frozenset(
@@ -315,10 +319,11 @@ def _health(hosts: tuple[str, ...], new: ExpandedPlan) -> list[Step]:
 def _inform_stages(hosts: Iterable[Host], new: ExpandedPlan) -> tuple[str, ...]:
     """What the other hosts must learn when these hosts come or go: always /etc/hosts and
     the firewall (common); the scheduler's, Ceph's and monitoring's views where they hold
-    the hosts."""
+    the hosts. Ceph's only for the daemons others name (CEPH_NAMED_ROLES): an OSD host's
+    CRUSH entry is its own converge's and its purge's."""
     roles = {r for spec in hosts for r in spec["roles"]}
     wanted = {"playbooks/common.yml"}
-    if roles & CEPH_DAEMON_ROLES:
+    if roles & CEPH_NAMED_ROLES:
         wanted.add("playbooks/storage.yml")
     if roles & {"slurm_controller", "slurm_compute", "slurmdbd", "login"}:
         wanted.add("playbooks/slurm.yml")

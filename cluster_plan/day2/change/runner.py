@@ -370,6 +370,9 @@ def osd_purge(ctx: Context, step: Step) -> None:
             ctx.sh(host, f"systemctl disable --now ceph-osd@{osd}", timeout=120)
             ctx.must(mon, f"ceph osd purge {osd} --yes-i-really-mean-it")
         ctx.must(mon, f"ceph osd crush remove {host} 2>/dev/null || true")
+    # the purge changes the OSD map: the step ends when Ceph is healthy again, which no other
+    # host's storage stage waits for (an OSD host's going runs none)
+    _ceph_check(ctx)
 
 
 def cephfs_evict(ctx: Context, step: Step) -> None:
