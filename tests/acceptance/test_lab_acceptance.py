@@ -1,4 +1,4 @@
-"""Lab proof: a clean lab passes; with three faults injected through `cluster-plan lab fault`
+"""Lab proof: with three faults injected through `cluster-plan lab fault`
 (one node's link at a tenth of its rate, one with 2% loss, one with 5 ms delay) the report
 names exactly those three nodes with the right kind of fault, in every run: one in the suite,
 five with CLUSTER_PLAN_FAULT_RUNS=5 (the sweep docs/acceptance.md quotes; each run is about a
@@ -8,6 +8,7 @@ Runs `cluster-plan acceptance` (the real command, as a subprocess) with the `lab
 transport: this machine's iperf3 and fping inside each node's network namespace, so the nodes
 need no packages; the path measured (node veth, tbf, bridges, loss and delay stages) is the
 lab's own. Each run takes about a minute and a half with faults (2 s tests, 3000 probes).
+A clean lab's run is the first of test_lab_history.py's.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from typing import Any
 
 import pytest
 from support.lab_session import Lab, lab
-
-from cluster_plan.acceptance.schedule import schedule_rounds
-from cluster_plan.acceptance.spec import spec_from_expanded
 
 pytestmark = pytest.mark.lab
 
@@ -55,23 +53,6 @@ def run_acceptance(lab: Lab, out: Path) -> tuple[int, dict[str, Any], str]:
 def fault(lab: Lab, node: str, *args: str) -> None:
     proc = cli("lab", "fault", str(lab.plan), node, *args, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_clean_lab_passes(lab: Lab, tmp_path: Path) -> None:
-    code, report, stdout = run_acceptance(lab, tmp_path)
-    assert code == 0, stdout
-    assert report["passed"] and report["findings"] == [], stdout
-    spec = spec_from_expanded(lab.expanded)
-    (compute,) = (n for n in spec.networks if n.name == "compute")
-    nodes = len(compute.nodes)
-    assert len(report["bandwidth"]) == nodes * (nodes - 1) // 2
-    rounds = schedule_rounds(compute.nodes, spec.fabric)
-    assert report["timing"]["compute.bandwidth_rounds"] == len(rounds)
-    # the circle method's N - 1 rounds (N for odd N), and no more on this uncongested tree
-    assert len(rounds) == nodes - 1 + nodes % 2
-    # the plan's 10 Gb/s links run at 100 Mb/s in the lab; judged in plan units
-    assert all(9 <= row["gbps"] <= 10.5 for row in report["bandwidth"]), report["bandwidth"]
-    print(f"clean lab: {report['timing']}")
 
 
 def test_injected_faults_are_named_in_every_run(lab: Lab, tmp_path: Path) -> None:
