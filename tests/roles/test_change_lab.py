@@ -168,10 +168,12 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
 
         # -- remove both and replace cpu01, in one change (one reconfigure for all three):
         # cpu02 drains while a job runs on it; the job finishes, nothing is lost; cpu01 gets
-        # a new disk under the same name and address and comes back on the lab plan's profile
+        # a new disk under the same name and address and comes back on the lab plan's profile.
+        # The change drains cpu02 about 3 s after the job starts (the ci21 run's journal): 12 s
+        # keeps it running through the drain, and the wait for it short.
         job = sbatch(
             CONTROLLER, "-p general -w cpu02 -t 3 -o /tmp/removal-%j.out --wrap "
-            "'sleep 25; echo finished'", CONTROLLER,
+            "'sleep 12; echo finished'", CONTROLLER,
         )  # fmt: skip
         sh(CONTROLLER, f"for i in $(seq 60); do squeue -h -j {job} -t R | grep -q . && exit 0; "
                        "sleep 1; done; exit 1")  # fmt: skip
@@ -179,7 +181,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         sh("cpu01", "echo old disk > /root/replace-marker")
         started = time.monotonic()
         removed = change(journal, upgraded, PLAN, "--replace", "cpu01")
-        seconds["remove both (a job of 25 s running), replace cpu01"] = time.monotonic() - started
+        seconds["remove both (a job of 12 s running), replace cpu01"] = time.monotonic() - started
         assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr[-2000:]
         assert f"cpu02: running job(s) {job}" in removed.stdout, removed.stdout[-4000:]
         # the removals come first: cpu02's job is waited for before cpu01 is re-imaged
