@@ -30,6 +30,8 @@ __all__ = ["lab"]
 
 RUNS = int(os.environ.get("CLUSTER_PLAN_FAULT_RUNS", "1"))
 DURATION_S = "2"
+# The storage phase needs the nodes' own Ceph tools (tests/roles/test_ceph_lab.py).
+NETWORK_PHASES = "latency,mtu,bandwidth"
 
 
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -39,12 +41,19 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def run_acceptance(lab: Lab, out: Path) -> tuple[int, dict[str, Any], str]:
+def run_acceptance(
+    lab: Lab,
+    out: Path,
+    phases: str = NETWORK_PHASES,
+    duration: str = DURATION_S,
+    expanded: Path | None = None,
+) -> tuple[int, dict[str, Any], str]:
+    """`cluster-plan acceptance` on the lab plan (or an expanded plan made from it): its exit
+    status (0 passed, 1 failed), its JSON report and what it printed."""
+    plan = ("--expanded", str(expanded)) if expanded is not None else ()
     proc = cli(
-        "acceptance", str(lab.plan), "--transport", "lab-netns", "--duration", DURATION_S,
-        "--output-dir", str(out),
-        # The storage phase needs the nodes' own Ceph tools (tests/roles/test_ceph_lab.py).
-        "--phases", "latency,mtu,bandwidth",
+        "acceptance", str(lab.plan), *plan, "--transport", "lab-netns", "--duration", duration,
+        "--output-dir", str(out), "--phases", phases,
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, json.loads((out / "acceptance.json").read_text()), proc.stdout

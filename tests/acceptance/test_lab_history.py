@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from support.lab_session import Lab, lab
-from test_lab_acceptance import cli, fault
+from test_lab_acceptance import NETWORK_PHASES, cli, fault, run_acceptance
 
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import spec_from_expanded
@@ -33,17 +33,7 @@ __all__ = ["lab"]
 
 FLOOR_GBPS = 8
 TOLERANCE = -0.1
-
-
-def run(
-    lab: Lab, expanded: Path, out: Path, phases: str = "bandwidth"
-) -> tuple[int, dict[str, Any], str]:
-    proc = cli(
-        "acceptance", str(lab.plan), "--expanded", str(expanded), "--transport", "lab-netns",
-        "--duration", "3", "--phases", phases, "--output-dir", str(out),
-    )  # fmt: skip
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    return proc.returncode, json.loads((out / "acceptance.json").read_text()), proc.stdout
+DURATION_S = "3"
 
 
 def figures(report: dict[str, Any]) -> str:
@@ -96,8 +86,10 @@ def test_a_clean_lab_passes_and_a_link_at_85_percent_is_degraded_yet_passes(
         for index in range(3):
             if index == 2:
                 fault(lab, slow, "--rate", f"{link_mbit * 0.85:g}mbit")
-            phases = "latency,mtu,bandwidth" if index == 0 else "bandwidth"
-            code, report, stdout = run(lab, plan, tmp_path / "reports", phases)
+            phases = NETWORK_PHASES if index == 0 else "bandwidth"
+            code, report, stdout = run_acceptance(
+                lab, tmp_path / "reports", phases, DURATION_S, expanded=plan
+            )
             reports.append((code, report, stdout))
             if index == 0:
                 assert_clean(lab, code, report, stdout)
