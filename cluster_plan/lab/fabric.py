@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.proc import run
-from cluster_plan.lab.topology import Port, Wiring
+from cluster_plan.lab.topology import Bypass, Port, Wiring
 
 NETNS_DIR = Path("/run/netns")
 
@@ -48,29 +48,36 @@ def link_exists(ns: str, name: str) -> bool:
     return run(["ip", "-n", ns, "link", "show", "dev", name], check=False).returncode == 0
 
 
-def shape(ns: str, dev: str, mbit: int, mtu: int) -> None:
-    """Token bucket on the egress of one link end: the link's speed, physically enforced."""
+def shape(ns: str, dev: str, mbit: int, mtu: int, bypass: Bypass | None = None) -> None:
+    """Token bucket on the egress of one link end: the link's speed, physically enforced.
+
+    With a bypass, the root is an HTB with two classes too fast to limit anything: the
+    second (the default) holds that same bucket, the first takes the bypass's packets only
+    (u32 on its address and port, either way) and is not shaped. Every other packet meets
+    the bucket as it would alone. (This kernel has HTB, TBF and u32, not prio.) Where HTB
+    cannot be had, the link keeps the bucket alone and the bypass goes at link speed."""
     rate_bytes = mbit * 1_000_000 // 8
     burst = max(rate_bytes // 250, 4 * mtu, 16_000)
-    run(
-        [
-            "tc",
-            "-n",
-            ns,
-            "qdisc",
-            "replace",
-            "dev",
-            dev,
-            "root",
-            "tbf",
-            "rate",
-            f"{mbit}mbit",
-            "burst",
-            str(burst),
-            "latency",
-            "20ms",
+    bucket = f"tbf rate {mbit}mbit burst {burst} latency 20ms"
+    if bypass is not None:
+        # HTB changes no root in place: a re-shape (a rate fault, its clearing) starts over
+        run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+        fast = "htb rate 10gbit quantum 200000"
+        lines = [
+            f"qdisc add dev {dev} root handle 1: htb default 2",
+            f"class add dev {dev} parent 1: classid 1:1 {fast}",
+            f"class add dev {dev} parent 1: classid 1:2 {fast}",
+            f"qdisc add dev {dev} parent 1:2 handle 2: {bucket}",
         ]
-    )
+        for pref, (way, port) in enumerate((("src", "sport"), ("dst", "dport")), start=1):
+            lines.append(
+                f"filter add dev {dev} parent 1: protocol ip pref {pref} u32 match ip {way} "
+                f"{bypass.address}/32 match ip {port} {bypass.port} 0xffff flowid 1:1"
+            )
+        done = run(["tc", "-n", ns, "-batch", "-"], check=False, input_text="\n".join(lines))
+        if done.returncode == 0:
+            return
+    run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", *bucket.split()])
 
 
 def build_fabric(names: LabNames, wiring: Wiring) -> None:
@@ -90,7 +97,7 @@ def build_fabric(names: LabNames, wiring: Wiring) -> None:
             ip(ns, "link", "add", up.lower, "type", "veth", "peer", "name", up.upper)
         for end, master in ((up.lower, up.lower_bridge), (up.upper, up.upper_bridge)):
             ip(ns, "link", "set", end, "mtu", str(up.mtu), "master", master, "up")
-            shape(ns, end, up.mbit, up.mtu)
+            shape(ns, end, up.mbit, up.mtu, up.bypass)
 
 
 def wire_port(names: LabNames, port: Port) -> None:
@@ -113,10 +120,10 @@ def wire_port(names: LabNames, port: Port) -> None:
             node,
         )
     ip(fab, "link", "set", port.switch_port, "mtu", str(port.mtu), "master", port.bridge, "up")
-    shape(fab, port.switch_port, port.mbit, port.mtu)
+    shape(fab, port.switch_port, port.mbit, port.mtu, port.bypass)
     ip(node, "link", "set", port.device, "mtu", str(port.mtu), "up")
     ip(node, "addr", "replace", f"{port.address}/{port.prefixlen}", "dev", port.device)
-    shape(node, port.device, port.mbit, port.mtu)
+    shape(node, port.device, port.mbit, port.mtu, port.bypass)
 
 
 def wire_admin(

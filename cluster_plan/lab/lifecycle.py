@@ -19,6 +19,7 @@ from cluster_plan.lab.topology import (
     fabric_digest,
     host_digests,
     plan_changes,
+    proxy_bypass,
     wiring,
 )
 from cluster_plan.plan.contract import ExpandedPlan
@@ -154,13 +155,10 @@ def _start_services(
 ) -> None:
     """The apt proxy (root namespace, unix socket only), its relay and DNS/NTP (admin)."""
     address = addresses[0]
-    from urllib.parse import urlparse
-
     python = sys.executable
     env_path = str(Path(__file__).resolve().parents[2])
     # the lab runs the package proxy the plan names, or one of its own on the admin address
-    proxy_url = expanded["packages"]["proxy"] or f"http://{address}:3142"
-    port = urlparse(proxy_url).port or 3142
+    port = proxy_bypass(expanded).port
     cache = CACHE_ROOT / "apt"
     cache.mkdir(parents=True, exist_ok=True)
     logs = names.run_dir / "logs"

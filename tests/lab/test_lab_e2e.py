@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from support.cli_output import result as command_result
 from support.lab_session import REPO, Lab
 
 from cluster_plan.lab import faults, lifecycle, state, status
+from cluster_plan.lab.names import CACHE_ROOT
 from cluster_plan.lab.proc import ProcRef
+from cluster_plan.lab.topology import wiring
 
 pytestmark = pytest.mark.lab
 # Two nodes on different racks: their traffic crosses tor1 -> agg1 -> tor2.
@@ -158,6 +161,53 @@ def test_apt_proxy_carries_the_archive_and_nothing_else(lab: Lab) -> None:
         timeout=90,
     )
     assert result.stdout.split() == ["200", "403"], result.stderr
+
+
+def class_bytes(lab: Lab, dev: str) -> dict[str, int]:
+    """Bytes sent so far through each HTB class of a fabric port: 1:1 the bypass, 1:2 the
+    link's token bucket."""
+    out = subprocess.run(
+        ["tc", "-n", lab.names.fabric_ns, "-s", "class", "show", "dev", dev],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    found = re.findall(r"class htb (1:\d)\b.*?\n\s*Sent (\d+) bytes", out, re.S)
+    return {classid: int(sent) for classid, sent in found}
+
+
+def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: Lab) -> None:
+    """A package fetched through the proxy crosses the node's management port outside the
+    link's token bucket (tbf stays on every other packet: iperf3 between two nodes on that
+    network still measures the scaled 10 Gb/s). The package is one the test puts in the
+    proxy's cache, so that no archive is asked and the size is known."""
+    port = next(p for p in wiring(lab.expanded).ports if p.host == DST and p.bypass)
+    assert port.network == lab.expanded["cluster"]["management_network"]
+    assert all(p.bypass is None for p in wiring(lab.expanded).ports if p.network != port.network)
+    size = 8 * 1024 * 1024
+    path = f"debian/pool/main/z/zz-lab-bypass/zz-lab-bypass_{os.getpid()}_all.deb"
+    cached = CACHE_ROOT / "apt" / "deb.debian.org" / path
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_bytes(os.urandom(size))
+    fetch = (
+        "import urllib.request, sys, time\n"
+        "opener = urllib.request.build_opener(urllib.request.ProxyHandler("
+        f"{{'http': 'http://{port.bypass.address}:{port.bypass.port}'}}))\n"
+        "started = time.monotonic(); body = opener.open(sys.argv[1], timeout=60).read()\n"
+        "print(len(body), time.monotonic() - started)\n"
+    )
+    try:
+        before = class_bytes(lab, port.switch_port)
+        got = lab.in_node(DST, ["python3", "-c", fetch, f"http://deb.debian.org/{path}"])
+        after = class_bytes(lab, port.switch_port)
+    finally:
+        cached.unlink(missing_ok=True)
+    length, seconds = got.stdout.split()
+    assert int(length) == size, got.stdout
+    bypassed = after["1:1"] - before["1:1"]
+    bucketed = after["1:2"] - before["1:2"]
+    assert bypassed >= size and bucketed < size // 10, (before, after)
+    print(f"\n{size * 8 / float(seconds) / 1e6:.0f} Mbit/s through the proxy", end="")
+    shaped = iperf_mbit(lab, SRC, DST, port.address)
+    assert 70 < shaped < 110, shaped  # the management network's 10 Gb/s at rate_scale 0.01
 
 
 def test_fault_rate_is_measured_by_iperf3(clean_faults: Lab) -> None:

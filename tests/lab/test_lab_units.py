@@ -123,6 +123,23 @@ def test_admin_namespace_stands_in_for_the_planned_services(expanded: dict[str, 
     assert topology.admin_addresses(expanded) == ("mgmt", ["10.40.0.2"], 24)
 
 
+def test_only_the_management_links_let_the_package_proxy_past_their_rate(
+    expanded: dict[str, Any],
+) -> None:
+    wires = topology.wiring(expanded)
+    proxy = topology.Bypass("10.40.0.2", 3142)  # the lab plan's packages.proxy
+    on_mgmt = {b.name for b in wires.bridges if b.network == "mgmt"}
+    assert {p.bypass for p in wires.ports if p.network == "mgmt"} == {proxy}
+    assert {p.bypass for p in wires.ports if p.network != "mgmt"} == {None}
+    assert {u.bypass for u in wires.uplinks if u.lower_bridge in on_mgmt} == {proxy}
+    assert {u.bypass for u in wires.uplinks if u.lower_bridge not in on_mgmt} == {None}
+    # no proxy in the plan: the lab's own, on the admin address, at apt-cacher's port
+    bare = {**expanded, "packages": {**expanded["packages"], "proxy": None}}
+    assert topology.proxy_bypass(bare) == topology.Bypass("10.40.0.2", 3142)
+    moved = {**expanded, "packages": {**expanded["packages"], "proxy": "http://10.40.0.2:8000"}}
+    assert topology.proxy_bypass(moved).port == 8000
+
+
 def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
     looped = {
         **expanded,
