@@ -182,6 +182,8 @@ def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: 
     port = next(p for p in wiring(lab.expanded).ports if p.host == DST and p.bypass)
     assert port.network == lab.expanded["cluster"]["management_network"]
     assert all(p.bypass is None for p in wiring(lab.expanded).ports if p.network != port.network)
+    if "1:2" not in class_bytes(lab, port.switch_port):
+        pytest.skip("this kernel has no HTB: the proxy's traffic is shaped like any other")
     size = 8 * 1024 * 1024
     path = f"debian/pool/main/z/zz-lab-bypass/zz-lab-bypass_{os.getpid()}_all.deb"
     cached = CACHE_ROOT / "apt" / "deb.debian.org" / path
