@@ -11,8 +11,8 @@ runs Ansible's own strategy instead.
 Ansible templates a task's arguments in a worker it forks for that task and host, and
 ansible-core's Jinja2Loader, asked for any one filter of a collection, loads every filter
 module of it. The controller itself rarely templates, so each worker loaded all of this
-collection's filter modules again (and the cluster_plan code they import): 10 % of the
-controller's CPU in an unchanged site.yml run on the lab (py-spy, docs/scale.md). Loaded once
+collection's filter modules again (and the cluster_plan code they import): 10.6 % of the
+py-spy samples of a full site.yml re-run on the lab (docs/scale.md). Loaded once
 here, before any worker forks, they are in every worker's sys.modules already.
 """
 
