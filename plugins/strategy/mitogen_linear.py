@@ -18,6 +18,7 @@ here, before any worker forks, they are in every worker's sys.modules already.
 
 from __future__ import annotations
 
+import functools
 import pkgutil
 from importlib import import_module
 from typing import Any
@@ -30,15 +31,12 @@ __all__ = ["StrategyModule"]
 
 COLLECTION = "cluster_plan.cluster"
 _display = Display()
-_warmed: list[bool] = []
 
 
+@functools.cache  # once per controller process
 def load_collection_jinja_plugins() -> None:
     """Every filter module of the collection (one name asked loads them all) and every
-    lookup, once per controller process. A failure only costs the workers the time."""
-    if _warmed:
-        return
-    _warmed.append(True)
+    lookup. A failure only costs the workers the time."""
     try:
         filter_loader.get(f"{COLLECTION}.grammar")
         package = import_module(f"ansible_collections.{COLLECTION}.plugins.lookup")

@@ -179,9 +179,10 @@ def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: 
     link's token bucket (tbf stays on every other packet: iperf3 between two nodes on that
     network still measures the scaled 10 Gb/s). The package is one the test puts in the
     proxy's cache, so that no archive is asked and the size is known."""
-    port = next(p for p in wiring(lab.expanded).ports if p.host == DST and p.bypass)
+    ports = wiring(lab.expanded).ports
+    port = next(p for p in ports if p.host == DST and p.bypass)
     assert port.network == lab.expanded["cluster"]["management_network"]
-    assert all(p.bypass is None for p in wiring(lab.expanded).ports if p.network != port.network)
+    assert all(p.bypass is None for p in ports if p.network != port.network)
     if "1:2" not in class_bytes(lab, port.switch_port):
         pytest.skip("this kernel has no HTB: the proxy's traffic is shaped like any other")
     size = 8 * 1024 * 1024
