@@ -6,6 +6,7 @@ from the renderer, so a rule that lost its plan threshold fails."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -45,9 +46,10 @@ class Facts:
     max_temp_c: int
     backup_hours: int  # the schedule's gap (daily) plus two hours
     ceph: bool
-    node_down_minutes: int  # monitoring.alert_after_minutes (the lab plan's are 1 minute)
-    clock_minutes: int
-    drained_minutes: int
+    node_down_minutes: float  # monitoring.alert_after_minutes (the lab plan's are 0.25)
+    node_down_for: str  # how its `for` reads: 15s, 2m
+    clock_minutes: float
+    drained_minutes: float
 
 
 LAB = Facts(
@@ -69,9 +71,10 @@ LAB = Facts(
     max_temp_c=85,
     backup_hours=26,
     ceph=True,
-    node_down_minutes=1,
-    clock_minutes=1,
-    drained_minutes=1,
+    node_down_minutes=0.25,
+    node_down_for="15s",
+    clock_minutes=0.25,
+    drained_minutes=0.25,
 )
 H100 = Facts(
     plan="inventory/examples/slurm-h100.yml",
@@ -93,16 +96,19 @@ H100 = Facts(
     backup_hours=26,
     ceph=False,
     node_down_minutes=2,
+    node_down_for="2m",
     clock_minutes=10,
     drained_minutes=10,
 )
 
 
-def briefly(value: int, usual: int, at: int, wait: int) -> str:
+def briefly(value: int, usual: int, at: int, wait: float) -> str:
     """A series (a sample a minute) that holds `usual` and has held `value` for the last
-    `wait` samples up to minute `at`: pending for wait - 1 minutes, short of the rule's
-    `for` of `wait` minutes, so the alert must stay quiet."""
-    return f"{usual}x{at - wait} " + " ".join([str(value)] * wait)
+    ceil(`wait`) samples up to minute `at`: pending for one minute less than that, short of
+    the rule's `for` of `wait` minutes (a `for` under a minute: pending at one evaluation,
+    and the next sees the usual value), so the alert must stay quiet."""
+    samples = max(1, math.ceil(wait))
+    return f"{usual}x{at - samples} " + " ".join([str(value)] * samples)
 
 
 def selector(labels: dict[str, str]) -> str:
@@ -200,7 +206,7 @@ def node_cases(c: Cases) -> None:
         [("up", gpu, "1 0x10")],
         "10m",
         {**gpu, "severity": "critical"},
-        f"{f.gpu_node} is down: its node_exporter has not answered for {f.node_down_minutes}m",
+        f"{f.gpu_node} is down: its node_exporter has not answered for {f.node_down_for}",
     )
     c.quiet_when("NodeDown", [("up", gpu, briefly(0, 1, 10, f.node_down_minutes))], "10m")
     c.quiet_when("NodeDown", [("up", gpu, "1x10")], "10m")
