@@ -107,7 +107,7 @@ def briefly(value: int, usual: int, at: int, wait: float) -> str:
     ceil(`wait`) samples up to minute `at`: pending for one minute less than that, short of
     the rule's `for` of `wait` minutes (a `for` under a minute: pending at one evaluation,
     and the next sees the usual value), so the alert must stay quiet."""
-    samples = max(1, math.ceil(wait))
+    samples = math.ceil(wait)  # the schema holds every wait above 0
     return f"{usual}x{at - samples} " + " ".join([str(value)] * samples)
 
 
