@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -246,14 +247,15 @@ def training_script() -> str:
 
 
 def training_argv(spec: CollectivesSpec, pool: PoolRun) -> list[str]:
-    """sbatch --wait of the example job on the pool's nodes; its output stays on the batch host."""
+    """sbatch of the example job on the pool's nodes; its output stays on the batch host. The
+    phase waits for the job itself (`CollectivesPhase.wait`), not through `sbatch --wait`."""
     args = f"--steps {spec.training_steps} --backend {'nccl' if pool.backend == 'nccl' else 'gloo'}"
     env = [f"TRAIN_ARGS={args} --network {spec.cidr}",
            f"TRAIN_PROCS_PER_NODE={pool.procs_per_node}", f"TRAIN_MODULE={pool.module or ''}",
            f"TRAIN_PROGRAM={spec.program}"]  # fmt: skip
     return [
-        "timeout", "--kill-after=10", str(spec.timeout_s + 60),
-        "sbatch", "--wait", "--parsable", "--job-name=cluster-plan-train", "--chdir=/tmp",
+        "timeout", "--kill-after=10", str(SUBMIT_TIMEOUT_S),
+        "sbatch", "--parsable", "--job-name=cluster-plan-train", "--chdir=/tmp",
         f"--partition={pool.partition}", f"--nodes={len(pool.nodes)}",
         f"--nodelist={','.join(pool.nodes)}", "--ntasks-per-node=1",
         f"--time={_minutes(spec.timeout_s)}", f"--output={TRAIN_OUTPUT}",
@@ -262,6 +264,24 @@ def training_argv(spec: CollectivesSpec, pool: PoolRun) -> list[str]:
 
 
 TRAIN_OUTPUT = "/tmp/cluster-plan-train-%j.out"
+SUBMIT_TIMEOUT_S = 60
+# `sbatch --wait` asks after the job less and less often: on the lab it returned 42.5 s after
+# submitting a job that ran 10 s (docs/collectives.md). The phase asks every second.
+POLL_S = 1.0
+# Where a job has ended (Slurm's job states); any other state is waited through.
+ENDED = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+     "BOOT_FAIL", "DEADLINE"}
+)  # fmt: skip
+
+
+def exit_status(state: str, exit_code: str) -> int:
+    """What `sbatch --wait` would exit with: the job's exit code; 1 when a signal ended it or
+    the job did not complete (a cancelled or timed-out job may report 0:15; a failed node 0:0)."""
+    code, _, signal = exit_code.partition(":")
+    if signal not in ("", "0") or not code.isdigit():
+        return 1
+    return int(code) if state == "COMPLETED" or int(code) else 1
 
 
 # ---- judging -------------------------------------------------------------------------------
@@ -414,6 +434,9 @@ def judge_training(pool: PoolRun, job: str, output: str, returncode: int) -> dic
         problems.append(f"pool {pool.pool}: training job {job or '?'} printed no result "
                         f"(exit {returncode}): {output.strip()[-300:]}")  # fmt: skip
     else:
+        if returncode != 0:
+            problems.append(f"pool {pool.pool}: training job {job or '?'} exited {returncode}: "
+                            f"{output.strip()[-300:]}")  # fmt: skip
         if not doc.get("loss_went_down"):
             problems.append(f"pool {pool.pool}: the training loss did not go down "
                             f"({doc.get('first_loss')} -> {doc.get('last_loss')})")  # fmt: skip
@@ -446,6 +469,7 @@ class CollectivesPhase:
     run: RunOn
     progress: Callable[[str], None]
     network_suspects: Callable[[Sequence[str]], list[str]]
+    sleep: Callable[[float], None] = time.sleep
 
     def sweep(self, pool: PoolRun) -> PoolVerdict:
         self.progress(f"collectives: {pool.backend} all-reduce across {', '.join(pool.nodes)}")
@@ -495,25 +519,52 @@ class CollectivesPhase:
 
     def training(self, pool: PoolRun) -> dict[str, Any]:
         self.progress(f"training: DistributedDataParallel job on {', '.join(pool.nodes)}")
-        result = self.run(
-            self.spec.submit_host, training_argv(self.spec, pool), self.spec.timeout_s + 90
+        submitted = self.run(
+            self.spec.submit_host, training_argv(self.spec, pool), SUBMIT_TIMEOUT_S + 30
         )
-        job = result.stdout.strip().splitlines()[-1].split(";")[0] if result.stdout.strip() else ""
-        output = result.stderr
-        if job.isdigit():
-            host = self._batch_host(job) or pool.nodes[0]
-            path = TRAIN_OUTPUT.replace("%j", job)
-            read = self.run(host, ["cat", path], 60)
-            output = read.stdout or read.stderr
-            self.run(host, ["rm", "-f", path], 60)
-        return judge_training(pool, job, output, result.rc)
+        lines = submitted.stdout.strip().splitlines()
+        job = lines[-1].split(";")[0] if lines else ""
+        if submitted.rc != 0 or not job.isdigit():
+            return judge_training(pool, "", submitted.stderr or submitted.stdout, submitted.rc or 1)
+        ended = self.wait(job)
+        path = TRAIN_OUTPUT.replace("%j", job)
+        host = ended.batch_host or pool.nodes[0]
+        read = self.run(host, ["cat", path], 60)
+        self.run(host, ["rm", "-f", path], 60)
+        output = read.stdout or read.stderr
+        if ended.state not in ENDED:
+            output = (
+                f"{output}\njob {job}: {ended.state} after {self.spec.timeout_s + 60} s, cancelled"
+            )
+        return judge_training(pool, job, output, ended.status)
 
-    def _batch_host(self, job: str) -> str | None:
-        """Where the job's script ran, and so its output file is (Slurm keeps the record of a
-        finished job for MinJobAge, 300 s by default)."""
-        shown = self.run(self.spec.submit_host, ["scontrol", "show", "job", "--oneliner", job], 60)
-        match = re.search(r"\bBatchHost=(\S+)", shown.stdout)
-        return match.group(1) if match else None
+    def wait(self, job: str) -> JobEnd:
+        """Until the job has ended, asking Slurm every POLL_S (`scontrol show job`: Slurm keeps
+        a finished job's record for MinJobAge, 300 s by default); past the phase's timeout the
+        job is cancelled."""
+        deadline = time.monotonic() + self.spec.timeout_s + 60
+        fields: dict[str, str] = {}
+        while True:
+            shown = self.run(
+                self.spec.submit_host, ["scontrol", "show", "job", "--oneliner", job], 60
+            )
+            if shown.rc == 0:  # else the controller did not answer: ask again
+                fields = dict(re.findall(r"\b(JobState|ExitCode|BatchHost)=(\S+)", shown.stdout))
+            state = fields.get("JobState", "UNKNOWN")
+            if state in ENDED:
+                status = exit_status(state, fields.get("ExitCode", ""))
+                return JobEnd(state, status, fields.get("BatchHost"))
+            if time.monotonic() > deadline:
+                self.run(self.spec.submit_host, ["scancel", job], 60)
+                return JobEnd(state, 124, fields.get("BatchHost"))
+            self.sleep(POLL_S)
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    state: str  # a state of ENDED, or the last one seen when the wait ran out
+    status: int  # as `sbatch --wait` exits: see exit_status
+    batch_host: str | None  # where the script ran, and so its output file is
 
 
 def run_collectives_phase(

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from cluster_plan.acceptance.collectives import (
+    CollectivesPhase,
     CollectivesSpec,
     collectives_spec_from_expanded,
+    exit_status,
     run_collectives_phase,
     sweep_argv,
     training_argv,
@@ -115,7 +117,8 @@ def test_plans_it_does_not_apply_to(lab: dict[str, Any]) -> None:
 def test_the_training_job_is_the_example_with_the_plans_settings(lab: dict[str, Any]) -> None:
     spec = lab_spec(lab)
     argv = training_argv(spec, spec.pools[0])
-    assert argv[argv.index("sbatch") + 1] == "--wait"
+    # the phase waits for the job itself (`sbatch --wait` sees an 11 s job end at 42 s)
+    assert "--wait" not in argv and argv[argv.index("sbatch") + 1] == "--parsable"
     assert argv[-1] == f"--wrap={training_script()}"
     (export,) = [a for a in argv if a.startswith("--export=")]
     assert "TRAIN_ARGS=--steps 40 --backend gloo --network 10.41.0.0/24" in export
@@ -137,6 +140,7 @@ class FakeCluster:
     ) -> None:
         self.sweep, self.train, self.slow_nodes = sweep, train, set(slow_nodes)
         self.slow_sweeps = slow_sweeps  # how many sweeps the slow nodes slow down
+        self.states = ["COMPLETED"]  # what `scontrol show job` says of the job, one per call
         self.calls: list[tuple[str, list[str]]] = []
 
     def __call__(self, host: str, argv: Sequence[str], timeout: float) -> CommandResult:
@@ -156,7 +160,9 @@ class FakeCluster:
         if "sbatch" in argv:
             return CommandResult(tuple(argv), 0, "14\n", "")
         if argv[:3] == ["scontrol", "show", "job"]:
-            return CommandResult(tuple(argv), 0, "JobId=14 BatchHost=gpu01 NumNodes=2", "")
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            shown = f"JobId=14 JobName=cluster-plan-train JobState={state} Reason=None "
+            return CommandResult(tuple(argv), 0, shown + "ExitCode=0:0 BatchHost=gpu01", "")
         if argv[0] == "cat":
             return CommandResult(tuple(argv), 0, self.train, "")
         return CommandResult(tuple(argv), 0, "", "")
@@ -241,6 +247,46 @@ def test_each_failure_is_a_problem_with_its_cause(
     )
     assert not section["passed"]
     assert any(expected in p for p in section["problems"]), section["problems"]
+
+
+def test_the_job_is_asked_after_every_second_until_it_ends(lab: dict[str, Any]) -> None:
+    cluster = FakeCluster()
+    cluster.states = ["PENDING", "RUNNING", "RUNNING", "COMPLETING", "COMPLETED"]
+    slept: list[float] = []
+    phase = CollectivesPhase(lab_spec(lab), cluster, lambda m: None, no_network, slept.append)
+    job = phase.training(phase.spec.pools[0])
+    assert job["passed"] and job["job"] == "14", job["problems"]
+    asked = [argv for _, argv in cluster.calls if argv[:3] == ["scontrol", "show", "job"]]
+    assert len(asked) == 5 and slept == [1.0] * 4
+
+
+def test_a_job_that_never_ends_is_cancelled_at_the_phase_timeout(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster()
+    cluster.states = ["RUNNING"]
+    clock = iter(range(0, 10**6, 300))  # five minutes pass between two questions
+    monkeypatch.setattr("cluster_plan.acceptance.collectives.time.monotonic", lambda: next(clock))
+    phase = CollectivesPhase(lab_spec(lab), cluster, lambda m: None, no_network, lambda s: None)
+    job = phase.training(phase.spec.pools[0])
+    assert not job["passed"]
+    assert ("head01", ["scancel", "14"]) in cluster.calls
+    assert "job 14: RUNNING after 660 s, cancelled" in job["problems"][0]
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code", "status"),
+    [
+        ("COMPLETED", "0:0", 0),
+        ("FAILED", "2:0", 2),
+        ("CANCELLED", "0:15", 1),  # a signal ended it
+        ("TIMEOUT", "0:0", 1),  # did not complete, whatever the code says
+        ("NODE_FAIL", "0:0", 1),
+        ("COMPLETED", "", 1),  # no exit code read: not a pass
+    ],
+)
+def test_the_exit_status_is_sbatch_waits(state: str, exit_code: str, status: int) -> None:
+    assert exit_status(state, exit_code) == status
 
 
 def test_the_report_carries_the_section_and_fails_with_it(lab: dict[str, Any]) -> None:
