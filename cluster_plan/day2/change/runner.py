@@ -32,7 +32,9 @@ from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
 
 REPO = Path(__file__).resolve().parents[3]
-POLL_S = 5.0
+# Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
+# each look is one command on one host, and a wait ends on average half a poll after its cause.
+POLL_S = 2.0
 CHECK_TIMEOUT_S = 180
 PROVISION_TIMEOUT_S = 1800
 OSD_EMPTY_TIMEOUT_S = 3600
