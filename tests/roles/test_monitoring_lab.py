@@ -7,7 +7,7 @@ lab cannot explain, and the dashboards' queries answer from the live server. The
 (`lab_changes`) five faults at once, each with the alert that must fire within a bound and
 resolve after the repair, their times printed: a node cut off (NodeDown, which inhibits the
 node's other alerts), an OSD stopped, a Slurm node drained, chrony stopped, an MTU lowered.
-The lab plan sets every `monitoring.alert_after_minutes` to 1 (docs/monitoring.md)."""
+The lab plan sets every `monitoring.alert_after_minutes` to 0.25 (docs/monitoring.md)."""
 
 from __future__ import annotations
 
