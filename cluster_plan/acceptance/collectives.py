@@ -533,16 +533,20 @@ class CollectivesPhase:
         self.run(host, ["rm", "-f", path], 60)
         output = read.stdout or read.stderr
         if ended.state not in ENDED:
-            output = (
-                f"{output}\njob {job}: {ended.state} after {self.spec.timeout_s + 60} s, cancelled"
-            )
+            output = f"{output}\njob {job}: {ended.state} after {self.job_limit_s} s, cancelled"
         return judge_training(pool, job, output, ended.status)
+
+    @property
+    def job_limit_s(self) -> int:
+        """How long the training job may take from its submission: the phase's timeout (the
+        job's own `--time` and torch's process group) and a minute to start and end."""
+        return self.spec.timeout_s + 60
 
     def wait(self, job: str) -> JobEnd:
         """Until the job has ended, asking Slurm every POLL_S (`scontrol show job`: Slurm keeps
         a finished job's record for MinJobAge, 300 s by default); past the phase's timeout the
         job is cancelled."""
-        deadline = time.monotonic() + self.spec.timeout_s + 60
+        deadline = time.monotonic() + self.job_limit_s
         fields: dict[str, str] = {}
         while True:
             shown = self.run(
