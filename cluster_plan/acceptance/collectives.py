@@ -281,7 +281,9 @@ def exit_status(state: str, exit_code: str) -> int:
     code, _, signal = exit_code.partition(":")
     if signal not in ("", "0") or not code.isdigit():
         return 1
-    return int(code) if state == "COMPLETED" or int(code) else 1
+    if int(code) == 0 and state != "COMPLETED":
+        return 1
+    return int(code)
 
 
 # ---- judging -------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_plans_it_does_not_apply_to(lab: dict[str, Any]) -> None:
 def test_the_training_job_is_the_example_with_the_plans_settings(lab: dict[str, Any]) -> None:
     spec = lab_spec(lab)
     argv = training_argv(spec, spec.pools[0])
-    # the phase waits for the job itself (`sbatch --wait` sees an 11 s job end at 42 s)
+    # the phase waits for the job itself (`sbatch --wait` returned 42.5 s after a 10 s job)
     assert "--wait" not in argv and argv[argv.index("sbatch") + 1] == "--parsable"
     assert argv[-1] == f"--wrap={training_script()}"
     (export,) = [a for a in argv if a.startswith("--export=")]
