@@ -52,13 +52,14 @@ def alertmanager_config(plan: ExpandedPlan) -> dict[str, Any]:
     if default is None:
         default = NOBODY
         receivers.append({"name": NOBODY})
+    timing = monitoring["notifications"]
     config: dict[str, Any] = {
         "route": {
             "receiver": default,
             "group_by": ["alertname", "node"],
-            "group_wait": "30s",
-            "group_interval": "5m",
-            "repeat_interval": "4h",
+            "group_wait": f"{timing['group_wait_s']}s",
+            "group_interval": f"{timing['group_interval_s']}s",
+            "repeat_interval": f"{timing['repeat_interval_minutes']}m",
             "routes": [_route(r) for r in monitoring["routes"].values()],
         },
         "receivers": receivers,

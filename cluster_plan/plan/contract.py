@@ -313,12 +313,21 @@ class AlertAfter(TypedDict):
     slurm_drained: float
 
 
+class Notifications(TypedDict):
+    """When Alertmanager sends (its group_wait, group_interval and repeat_interval)."""
+
+    group_wait_s: int
+    group_interval_s: int
+    repeat_interval_minutes: int
+
+
 class Monitoring(TypedDict):
     scrape_interval_s: int
     evaluation_interval_s: int
     retention_days: int
     throttle_minutes: int
     alert_after_minutes: AlertAfter
+    notifications: Notifications
     ceph_pool_full_pct: float
     acceptance_max_age_days: float
     backup_max_age_hours: float | None  # from backups.schedule unless set; None without backups

@@ -206,7 +206,6 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "monitoring.retention_days": 15,
     # a GPU under load may throttle for seconds; minutes of it cost a job's speed
     "monitoring.throttle_minutes": 5,
-    # Ceph's own nearfull ratio; full (95 %) stops writes
     # how long a condition lasts before it alerts: a chrony restart, a re-negotiating port or
     # an OSD restarting must not page; monitoring.alert_after_minutes.node_down is derived below
     "monitoring.alert_after_minutes": {},
@@ -215,6 +214,13 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "monitoring.alert_after_minutes.ceph_osd": 2,
     "monitoring.alert_after_minutes.slurm_down": 5,
     "monitoring.alert_after_minutes.slurm_drained": 10,
+    # Alertmanager's own defaults: a group's first alerts wait 30 s for the rest of the group,
+    # its new alerts go out every 5 minutes, what still fires is sent again every 4 hours
+    "monitoring.notifications": {},
+    "monitoring.notifications.group_wait_s": 30,
+    "monitoring.notifications.group_interval_s": 300,
+    "monitoring.notifications.repeat_interval_minutes": 240,
+    # Ceph's own nearfull ratio; full (95 %) stops writes
     "monitoring.ceph_pool_full_pct": 85,
     # the age `cluster-plan acceptance --when changed` accepts by default
     "monitoring.acceptance_max_age_days": 7,

@@ -124,6 +124,11 @@ def test_intervals_and_retention_come_from_the_plan(outputs):
     assert h100["global"]["scrape_interval"] == "30s"  # the default
     assert "retention.time=30d" in (outputs["slurm-h100"] / "default" / "prometheus").read_text()
     assert "retention.time=2d" in (outputs["cluster"] / "default" / "prometheus").read_text()
+    timing = ("group_wait", "group_interval", "repeat_interval")
+    route = yaml.safe_load((outputs["cluster"] / "alertmanager.yml").read_text())["route"]
+    assert [route[k] for k in timing] == ["5s", "300s", "240m"]  # the lab plan's 5 s wait
+    route = yaml.safe_load((outputs["slurm-h100"] / "alertmanager.yml").read_text())["route"]
+    assert [route[k] for k in timing] == ["30s", "300s", "240m"]  # Alertmanager's defaults
 
 
 def test_render_rewrites_the_directory_exactly(tmp_path, capsys):

@@ -154,6 +154,35 @@ def test_intervals_and_thresholds_have_sensible_bounds(setting, found):
 
 
 @pytest.mark.parametrize(
+    ("timing", "found"),
+    [
+        ("{group_interval_s: 600, repeat_interval_minutes: 5}",
+         [("warning", "repeat-before-group-interval")]),
+        ("{group_interval_s: 600, repeat_interval_minutes: 10}", []),
+        ("{group_wait_s: 0}", []),  # send at once
+        ("{group_wait_s: -1}", [("error", "range")]),
+        ("{group_interval_s: 0}", [("error", "range")]),
+        ("{repeat_interval_minutes: 10.5}", [("error", "type")]),
+        ("{repeat_interval_minutes: soon}", [("error", "type")]),
+        ("{group_interval_s: true}", [("error", "type")]),
+        ("{group_wait: 30}", [("error", "unknown-key")]),
+        ("soon", [("error", "type")]),
+    ],
+)  # fmt: skip
+def test_notification_timing_has_bounds_and_a_repeat_no_shorter_than_the_interval(timing, found):
+    plan = with_monitoring(SECTION + f"  notifications: {timing}\n")
+    got = [(s, c) for s, c, p in codes(plan) if p.startswith("$.monitoring.notifications")]
+    assert got == found
+
+
+def test_notification_timing_defaults_to_alertmanager_s_own():
+    plan = with_defaults({"monitoring": {}})
+    assert plan["monitoring"]["notifications"] == {
+        "group_wait_s": 30, "group_interval_s": 300, "repeat_interval_minutes": 240,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
     ("schedule", "hours"),
     [
         ("daily", 24),
