@@ -129,7 +129,7 @@ def test_spec_from_the_lab_plan():
     assert spec is not None
     assert spec.admin == lab_expanded["groups"]["ceph_mon"][0]
     assert spec.planned_osds == len(lab_expanded["groups"]["ceph_osd"])
-    assert (spec.pool, spec.seconds) == ("volumes", 5)
+    assert (spec.pool, spec.seconds) == ("volumes", 3)
     del lab_expanded["storage"]["ceph"]
     assert storage_spec_from_expanded(lab_expanded) is None
 
