@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeGuard
+from typing import Any
 
 from cluster_plan.plan.checks.base import Plan, first_names
 from cluster_plan.plan.findings import Finding
@@ -29,19 +29,13 @@ def check_monitoring(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             severity="warning",
             hint="evaluate at the scrape interval or slower",
         )
-    timing = monitoring.get("notifications")
-    yield from _notifications(timing if isinstance(timing, dict) else {})
-
-
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    yield from _notifications(monitoring["notifications"])
 
 
 def _notifications(timing: dict[str, Any]) -> Iterator[Finding]:
     # Alertmanager looks at a group only every group_interval: a shorter repeat cannot happen
-    # (values of the wrong type are the schema's findings)
-    interval, repeat = timing.get("group_interval_s"), timing.get("repeat_interval_minutes")
-    if _number(interval) and _number(repeat) and repeat * 60 < interval:
+    interval, repeat = timing["group_interval_s"], timing["repeat_interval_minutes"]
+    if repeat * 60 < interval:
         yield Finding(
             "repeat-before-group-interval",
             f"alerts that still fire would be sent again every {repeat} min, but Alertmanager "
