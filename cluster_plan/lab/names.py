@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,15 @@ class LabError(CommandError):
     """A lab operation failed in a way the user can act on; str() is the message."""
 
 
-def lab_id(expanded: ExpandedPlan) -> str:
-    """The lab instance name: $CLUSTER_PLAN_LAB_ID, else the cluster name.
+def lab_id(expanded: ExpandedPlan, environ: Mapping[str, str] | None = None) -> str:
+    """The lab instance name: $CLUSTER_PLAN_LAB_ID (of `environ`, by default this process's
+    environment), else the cluster name.
 
     Two labs of one plan cannot share a machine under one id, so tests that run beside
     a developer's `make lab` pick their own id.
     """
-    raw = os.environ.get("CLUSTER_PLAN_LAB_ID") or str(expanded["cluster"]["name"])
+    env = os.environ if environ is None else environ
+    raw = env.get("CLUSTER_PLAN_LAB_ID") or str(expanded["cluster"]["name"])
     clean = re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")
     if not clean:
         raise LabError(f"lab id {raw!r} has no usable characters")

@@ -38,6 +38,7 @@ from support.cli_output import result as command_result
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `day2` below.
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.node_shell import lab_run
 from support.playbooks import CONVERGE_TIMEOUT_S, recap, vault_view
 
 pytestmark = pytest.mark.lab
@@ -77,18 +78,7 @@ class Day2:
     timings: dict[str, float]
 
     def sh(self, host: str, script: str, timeout: float = 300, check: bool = True) -> str:
-        done = run(
-            str(BIN / "cluster-plan"),
-            "lab",
-            "run",
-            str(PLAN),
-            host,
-            "--",
-            "sh",
-            "-c",
-            script,
-            timeout=timeout,
-        )
+        done = lab_run(PLAN, host, ["sh", "-c", script], _env(), timeout)
         if check:
             assert done.returncode == 0, f"{host}: {script}\n{done.stdout}\n{done.stderr}"
         return done.stdout

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from support.lab_session import session_claim, skip_unless_lab_machine
+from support.node_shell import lab_run
 
 from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
@@ -88,16 +89,7 @@ class K8sLab:
     def sh(
         self, host: str, script: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [str(BIN / "cluster-plan"), "lab", "run", str(PLAN), host, "--", "sh", "-c", script],
-            cwd=ROOT,
-            env=self.env(),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        result = lab_run(PLAN, host, ["sh", "-c", script], self.env(), 300, stdin)
         if check:
             assert result.returncode == 0, f"{host}: {script}\n{result.stdout}\n{result.stderr}"
         return result

@@ -16,6 +16,7 @@ import pytest
 from lab_measure import iperf_mbit, ping, wait_reachable
 from support.cli_output import result as command_result
 from support.lab_session import REPO, Lab
+from support.node_shell import lab_run
 
 from cluster_plan.lab import faults, lifecycle, state, status
 from cluster_plan.lab.names import CACHE_ROOT
@@ -312,3 +313,29 @@ def test_lab_ssh_and_run_reach_nodes(lab: Lab) -> None:
     run = cli("run", str(lab.plan), "all", "--", "systemctl", "is-active", "ssh")
     assert run.returncode == 0
     assert run.stdout.count("active") == len(lab.expanded["hosts"])
+
+
+def test_the_tests_node_shell_answers_as_lab_run_does(lab: Lab) -> None:
+    """The lab tests run their commands in nodes through support.node_shell.lab_run, which
+    enters the node itself instead of starting the CLI for each: same output, same exit
+    status (0, or 1 for any failure), the CLI's own message where it falls back to it."""
+    env = {**os.environ, "CLUSTER_PLAN_LAB_ID": lab.names.lab}
+    cases = [  # host, script, what the CLI answers: exit status, output and errors
+        ("cpu01", "hostname; echo $CLUSTER_PLAN_LAB_ID", 0, f"cpu01\n{lab.names.lab}\n"),
+        ("stor01", "echo out; echo err >&2; exit 3", 1, "out\nerr\n"),
+        ("no-such-node", "true", 1, "error: no node 'no-such-node' in the plan"),
+    ]
+    for host, script, code, said in cases:
+        fast = lab_run(lab.plan, host, ["sh", "-c", script], env, 60)
+        slow = subprocess.run(
+            [sys.executable, "-m", "cluster_plan.cli", "lab", "run", str(lab.plan), host, "--",
+             "sh", "-c", script],
+            capture_output=True, text=True, timeout=60, check=False, cwd=REPO, env=env,
+        )  # fmt: skip
+        assert (fast.returncode, fast.stdout, fast.stderr) == (
+            slow.returncode,
+            slow.stdout,
+            slow.stderr,
+        ), host
+        assert fast.returncode == code and said in fast.stdout + fast.stderr, (host, fast)
+    assert lab_run(lab.plan, "cpu01", ["cat"], env, 60, stdin="in\n").stdout == "in\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.node_shell import lab_run
 from support.playbooks import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +51,8 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def on_node(
     host: str, script: str, plan: Path = PLAN, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """Run a shell script inside a lab node (nsenter), as root."""
-    return cli("lab", "run", str(plan), host, "--", "sh", "-c", script, timeout=timeout)
+    """Run a shell script inside a lab node (nsenter), as root: `cluster-plan lab run`."""
+    return lab_run(plan, host, ["sh", "-c", script], ansible_env(), timeout)
 
 
 SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"  # the slurm role's slurm_log_dir
