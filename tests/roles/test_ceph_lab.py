@@ -308,8 +308,13 @@ def test_nfs_exports_serve_the_export_network_through_a_user_space_client(ceph: 
     url = f"nfs://{address}{export['path']}"
     fs = ceph.expanded["storage"]["ceph"]["cephfs"]
     backing = f"{fs['mount']}/volumes/nfs{export['path'].replace('/', '_')}"
-    # A user's directory, made through the CephFS: the export shows the same files.
-    ceph.sh(client, f"mkdir -p {backing}/u1000 && chown 1000:1000 {backing}/u1000")
+    # A user's directory, made through the CephFS: the export shows the same files. (The
+    # files of an earlier run on this lab go first: libnfs's nfs-cp does not overwrite.)
+    ceph.sh(
+        client,
+        f"mkdir -p {backing}/u1000 && chown 1000:1000 {backing}/u1000 "
+        f"&& rm -f {backing}/u1000/probe {backing}/u1000/big",
+    )
     listing = ceph.sh(client, f"nfs-ls '{url}?version=4'")
     assert "u1000" in listing
     # libnfs 4.0.0 (Debian 12) cannot encode an NFSv4 WRITE of 4 KiB or more ("ZDR error:
