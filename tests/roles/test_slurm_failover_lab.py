@@ -122,21 +122,25 @@ def submit_through_outage(cluster: SlurmHA, tries: int, timeout: float) -> str:
 def held_by_saved_state(cluster: SlurmHA, running: dict[str, str]) -> None:
     """Wait until the state the backup would read holds the job just seen `running` (its
     `scontrol show job`) as it runs. slurmctld writes its state in a thread of its own, at
-    most every 5 s (SAVE_MAX_WAIT in state_save.c), and the primary's ceph-fuse client
-    buffers the writes: a job accepted in the seconds before the primary is lost may be in
-    neither, as with a local disk (docs/reliability.md). Reading the job file from the backup
-    makes the MDS recall the primary's capabilities, which flushes them; 6 s after the job
-    started, the save its start asked for has been written."""
-    running_since = time.monotonic()
+    most every 5 s (SAVE_MAX_WAIT in state_save.c) and later on a loaded machine, and the
+    primary's ceph-fuse client buffers the writes: a job accepted in the seconds before the
+    primary is lost may be in neither, as with a local disk (docs/reliability.md). So the
+    running job gets a comment, which only a save made after it started can hold, and the
+    test waits for that comment in the job file as the backup reads it (the read makes the
+    MDS recall the primary's capabilities, which flushes them). Waiting a fixed 6 s after the
+    start was not enough in the fresh-clone run ci28: the backup took over from a state
+    that still had the job pending."""
     backup = cluster.controllers[-1]
     job, name = running["JobId"], running["JobName"]
     job_file = f"{cluster.slurm['state_save']}/job_state"
+    marker = f"running-{name}"
+    cluster.sh(cluster.client, f"scontrol update jobid={job} comment={marker}")
 
     def saved() -> bool:
-        found = on_node(backup, f"grep -c -a -F -- {name} {job_file}", timeout=60).stdout
-        return found.strip() not in ("", "0") and time.monotonic() - running_since >= 6
+        found = on_node(backup, f"grep -c -a -F -- {marker} {job_file}", timeout=60).stdout
+        return found.strip() not in ("", "0")
 
-    assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({name}) not in {job_file}"
+    assert wait_for(saved, bool, timeout=60, step=1), f"job {job} ({marker}) not in {job_file}"
 
 
 def held_job(cluster: SlurmHA, name: str, jobs: list[str]) -> dict[str, str]:
@@ -182,6 +186,16 @@ def both_controllers_up(cluster: SlurmHA) -> None:
         timeout=120,
     )
     assert sorted(state) == sorted(cluster.controllers) and set(state.values()) == {"UP"}, state
+
+
+def standby_again(cluster: SlurmHA, backup: str) -> str:
+    """The backup's slurmctld once systemd has started it again after the hand-back stopped
+    it (`Restart=always`, `RestartSec=10`: `activating` until then): its state, waited for."""
+    return wait_for(
+        lambda: on_node(backup, "systemctl is-active slurmctld", timeout=60).stdout.strip(),
+        lambda state: state == "active",
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -287,7 +301,7 @@ def test_the_backup_takes_over_when_the_primary_dies_and_hands_back_when_it_retu
         # and it is the primary that is in control again, the backup a standby
         primary_log = log_after(ha, primary, primary_lines)
         assert "Running as primary controller" in primary_log, primary_log[-2000:]
-        assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
+        assert standby_again(ha, backup) == "active"
     finally:
         if jobs:
             on_node(ha.client, "scancel " + " ".join(jobs))
@@ -466,7 +480,7 @@ def test_the_backup_fences_a_lost_primary_node_takes_over_and_hands_back_when_it
         assert done["JobState"] == "COMPLETED", done
         # nothing lost: the primary knows both jobs of the outage and how they ended
         assert [ha.job(j)["JobState"] for j in (before, during)] == ["COMPLETED"] * 2
-        assert ha.sh(backup, "systemctl is-active slurmctld").strip() == "active"
+        assert standby_again(ha, backup) == "active"
     finally:
         end_fault(outage, primary)
         if jobs:
