@@ -34,7 +34,9 @@ def register(subparsers: Any) -> None:
         "render",
         help="write prometheus.yml, the file_sd targets, the alert rules and alertmanager.yml",
         description="Render a plan's monitoring. With -o DIR, write every file under DIR and "
-        "remove files of an earlier rendering that no longer apply; without it, print them.",
+        "remove files of an earlier rendering that no longer apply; DIR must be new, empty or "
+        "written by this command (its .cluster-plan-files.json lists what it wrote); without "
+        "it, print them.",
     )
     render.add_argument("plan", metavar="PLAN", help="a cluster plan with a monitoring_server")
     render.add_argument("-o", "--output", type=Path, metavar="DIR", help="write the files here")
@@ -78,7 +80,7 @@ def render_command(args: argparse.Namespace) -> Exit:
         for path, text in files.items():
             sys.stdout.write(f"--- {path}\n{text}")
         return Exit.OK
-    written = write(files, args.output)  # OSError: the policy names the file
+    written = write(files, args.output, str(args.plan))  # OSError, OutputError: named
     print(f"{args.output}: {len(written)} files")
     return Exit.OK
 

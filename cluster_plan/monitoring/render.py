@@ -57,6 +57,7 @@ def render(plan: ExpandedPlan) -> dict[str, str]:
     return files
 
 
-def write(files: dict[str, str], directory: Path) -> list[Path]:
-    """Write the files under `directory`, so the directory is exactly this rendering."""
-    return write_tree(files, directory)
+def write(files: dict[str, str], directory: Path, plan: str = "") -> list[Path]:
+    """Write the files under `directory`, so the directory is exactly this rendering; a
+    folder holding anything else is refused (cluster_plan.views.rendered)."""
+    return write_tree(files, directory, "monitoring render", plan)

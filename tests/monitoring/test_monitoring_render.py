@@ -132,12 +132,13 @@ def test_intervals_and_retention_come_from_the_plan(outputs):
 
 
 def test_render_rewrites_the_directory_exactly(tmp_path, capsys):
+    assert main(["monitoring", "render", str(LAB), "-o", str(tmp_path)]) == 0
     stale = tmp_path / "file_sd" / "ceph.json"
-    stale.parent.mkdir()
-    stale.write_text("[]")
+    assert stale.is_file()
     assert main(["monitoring", "render", str(H100), "-o", str(tmp_path)]) == 0
-    assert not stale.exists()  # the slurm-h100 plan has no Ceph: an earlier file goes
+    assert not stale.exists()  # the slurm-h100 plan has no Ceph: the earlier file goes
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        ".cluster-plan-files.json",  # what the command wrote here: it removes nothing else
         "alertmanager.yml",
         "dashboards/group-gpu.json",
         "dashboards/group-head.json",
