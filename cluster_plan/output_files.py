@@ -69,13 +69,12 @@ def marked(*signatures: str) -> Recogniser:
     return recognise
 
 
-def json_with(key: str, value: Any) -> Recogniser:
-    """A JSON object whose `key` is `value` (a report says what it is)."""
+def json_document(test: Callable[[Any], bool]) -> Recogniser:
+    """A JSON document that passes `test` (a report says what it is in its own fields)."""
 
     def recognise(path: Path) -> bool:
         with contextlib.suppress(InputError):
-            data = read_json(path, MAX_RECOGNISED_JSON, follow=False)
-            return isinstance(data, dict) and data.get(key) == value
+            return test(read_json(path, MAX_RECOGNISED_JSON, follow=False))
         return False
 
     return recognise
