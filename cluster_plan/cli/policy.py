@@ -89,7 +89,7 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
     reporter = getattr(args, "reporter", None)
     if reporter is not None:
         try:
-            reporter.finish(code)
+            code = reporter.finish(code)
         except BrokenPipeError:
             return _reader_gone()
     return code

@@ -228,7 +228,8 @@ def update_xid_state(state: dict[str, dict[str, Any]], reading: NvmlReading) -> 
 
 
 def save_xid_state(path: Path, state: dict[str, dict[str, Any]]) -> None:
-    write_atomic(path, json.dumps({"gpus": state}, indent=1, sort_keys=True) + "\n")
+    text = json.dumps({"gpus": state}, indent=1, sort_keys=True, allow_nan=False)
+    write_atomic(path, text + "\n")
 
 
 # --- metric families (pure) -----------------------------------------------------------------

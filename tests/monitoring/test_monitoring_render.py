@@ -238,3 +238,16 @@ def test_port_speeds_follow_each_rack_s_switch_and_a_nic_s_own_speed():
         'node_network_speed_bytes{job="node",node_group="cpu",device="eno1"} < 125000000'
     )
     assert ("cpu", "ens1", "25") in speed and ("head", "ens1", "10") in speed
+
+
+def test_a_nan_that_reaches_a_json_file_is_an_error_naming_it():
+    """The plan's checks refuse NaN; should one get past them, the JSON file that would carry
+    it is named, and no bare NaN is written."""
+    from cluster_plan.api import load_expanded
+    from cluster_plan.monitoring.render import render
+    from cluster_plan.output_files import OutputError
+
+    expanded = load_expanded(H100)
+    expanded["acceptance"]["gpu"]["max_temp_c"] = float("nan")
+    with pytest.raises(OutputError, match=r"^dashboards/[\w-]+\.json: cannot be written as JSON"):
+        render(expanded)
