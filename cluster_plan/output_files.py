@@ -129,7 +129,12 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     found = existing(path)
     if mode is None:
         mode = stat.S_IMODE(found.st_mode) if found is not None else _umask_mode()
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
+    except OSError as exc:  # name the file asked for, not the temporary
+        raise OutputError(path, f"cannot write it: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)

@@ -114,7 +114,8 @@ def _refuse_special(path: Path) -> None:
         with open_regular(path, follow=False):
             pass
     except InputError as exc:
-        raise HistoryError(f"{exc}; not an acceptance history") from None
+        suffix = "; not an acceptance history" if exc.code == "not-a-file" else ""
+        raise HistoryError(f"{exc}{suffix}") from None
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:

@@ -67,3 +67,11 @@ def test_a_fifo_is_refused_not_waited_on(command, tmp_path, capsys):
     os.mkfifo(fifo)  # opening it to write would wait for a reader for ever
     assert main([*WRITERS[command], str(fifo)]) == 2
     assert "a FIFO" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_a_missing_folder_is_named_as_the_file_asked_for(command, tmp_path, capsys):
+    out = tmp_path / "no-such-folder" / "out"
+    assert main([*WRITERS[command], str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: cannot write it: No such file or directory" in err
