@@ -19,11 +19,19 @@ from cluster_plan.acceptance import history_command as history
 from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
-from cluster_plan.acceptance.report import ReportError, judge_report, load_report, write_report
+from cluster_plan.acceptance.report import (
+    ReportError,
+    check_report_paths,
+    judge_report,
+    load_report,
+    own_html,
+    write_report,
+)
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import Exit, UsageError
+from cluster_plan.output_files import check_output, write_output
 from cluster_plan.plan.contract import ExpandedPlan, conformance_errors
 from cluster_plan.plan.input_files import read_json
 
@@ -180,9 +188,10 @@ def report_command(args: argparse.Namespace) -> Exit:
             f"findings say {'PASSED' if judged else 'FAILED'}; judged by the findings"
         )
         report = {**report, "passed": judged}
+    check_output(output, own_html(), "report")
     if args.compare:
         history.compare_report(args, report)
-    output.write_text(render_html(report))
+    write_output(output, render_html(report), own_html(), "report")
     summary = {"passed": judged, "html": str(output),
                "nodes_at_fault": report["nodes_at_fault"]}  # fmt: skip
     if args.compare:
@@ -310,6 +319,7 @@ def acceptance_command(args: argparse.Namespace) -> Exit:
             )  # fmt: skip
             return Exit.OK
         args.reporter.note(f"{spec.cluster}: acceptance runs: {decision.reason}")
+    check_report_paths(out_dir)  # a foreign acceptance.json stops the run before it measures
     with tempfile.TemporaryDirectory(prefix="cluster-plan-acceptance-") as control_dir:
         executor = executor_for(args, expanded, addresses, Path(control_dir))
         tracker = history.open_for_run(args, expanded, out_dir)  # before anything is measured

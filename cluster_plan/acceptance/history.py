@@ -7,14 +7,21 @@ BUSY_TIMEOUT_S for the other's. The file says what it is (PRAGMA application_id,
 user_version for the layout): a file that is not SQLite, or a SQLite database of something
 else, is an error that names the file, never recreated or written over; a missing file is
 created by a measuring run as it starts (so a foreign file is refused before anything is
-measured), never when the history is read.
+measured), never when the history is read. A symbolic link, a FIFO or a device at the path is
+refused before SQLite opens it (a FIFO would hang it; a link would lead it elsewhere).
+
+SQLite keeps whatever type a value is given, whatever the column says: every row read is
+checked (text where text belongs, a finite number where a figure belongs, criteria that are a
+JSON object), so a row another program wrote is an error naming the file, the run and the
+column, never a traceback. A NaN or Infinity is never recorded.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
+import math
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, nullcontext
@@ -24,6 +31,8 @@ from typing import Any
 
 from cluster_plan.acceptance.figures import Figure, Key, figures_from_report
 from cluster_plan.cli.policy import UsageError
+from cluster_plan.output_files import OutputError, finite_json
+from cluster_plan.plan.input_files import InputError, open_regular, parse_json
 
 APPLICATION_ID = 0x43504148  # "CPAH": cluster-plan acceptance history
 LAYOUT = 1  # PRAGMA user_version of the tables below
@@ -98,9 +107,23 @@ def file_hash(path: Path) -> str | None:
         return None
 
 
+def _refuse_special(path: Path) -> None:
+    """HistoryError for a link, a FIFO, a device or a directory at the path (looked at through
+    a descriptor opened without following a link or blocking on a FIFO)."""
+    try:
+        with open_regular(path, follow=False):
+            pass
+    except InputError as exc:
+        suffix = "; not an acceptance history" if exc.code == "not-a-file" else ""
+        raise HistoryError(f"{exc}{suffix}") from None
+
+
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
-    if not create and not path.exists():
-        raise HistoryError(f"{path}: no acceptance history there (no run was recorded)")
+    if not os.path.lexists(path):
+        if not create:
+            raise HistoryError(f"{path}: no acceptance history there (no run was recorded)")
+    else:
+        _refuse_special(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     mode = "rwc" if create else "rw"
@@ -206,11 +229,13 @@ class History:
     ) -> int:
         """Append one run and every figure of its report; returns the run's id."""
         faults = sum(1 for f in report["findings"] if f["severity"] == "fault")
+        figures = figures_from_report(report)
+        self._refuse_non_finite(report, figures)
         row = (
             report["cluster"], report["generated_at"],
             dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), plan_hash, lock_hash,
             report.get("inputs"), int(bool(report["passed"])), faults,
-            json.dumps(report["criteria"], sort_keys=True),
+            finite_json(report["criteria"], "criteria", sort_keys=True),
             str(report_path) if report_path else None,
         )  # fmt: skip
         with self._write():
@@ -222,9 +247,24 @@ class History:
             run_id = int(cursor.lastrowid or 0)
             self.db.executemany(
                 "INSERT OR REPLACE INTO figures VALUES (?,?,?,?,?,?,?)",
-                [(run_id, *f.key, f.value, f.floor) for f in figures_from_report(report)],
+                [(run_id, *f.key, f.value, f.floor) for f in figures],
             )
         return run_id
+
+    def _refuse_non_finite(self, report: Mapping[str, Any], figures: Sequence[Figure]) -> None:
+        """A NaN would be stored as NULL (a failed measurement) and an Infinity would pass
+        every floor: neither is recorded."""
+        try:
+            finite_json(report["criteria"], "the report's criteria")
+        except OutputError as exc:
+            raise HistoryError(f"{self.path}: not recorded: {exc}") from None
+        for figure in figures:
+            for name, value in (("value", figure.value), ("floor", figure.floor)):
+                if value is not None and not math.isfinite(value):
+                    raise HistoryError(
+                        f"{self.path}: not recorded: {figure.where()} {figure.metric} {name} is "
+                        f"{value}, not a finite number"
+                    )
 
     def mark_baseline(self, run_id: int) -> Run:
         """Make a run its cluster's baseline (the one before it stops being one)."""
@@ -241,13 +281,13 @@ class History:
             "SELECT * FROM runs WHERE cluster = ? ORDER BY id DESC LIMIT ?",
             (cluster, -1 if limit is None else limit),
         )
-        return [_run(r) for r in rows]
+        return [_run(r, self.path) for r in rows]
 
     def run(self, run_id: int) -> Run:
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise HistoryError(f"{self.path}: no run {run_id} in the acceptance history")
-        return _run(rows[0])
+        return _run(rows[0], self.path)
 
     def resolve(self, selector: str, cluster: str, before: int | None = None) -> Run | None:
         """`baseline`, `last-passed` (the latest passed run before `before`) or a run id;
@@ -265,7 +305,7 @@ class History:
             f"SELECT * FROM runs WHERE cluster = ? AND {where} ORDER BY id DESC LIMIT 1",
             (cluster,),
         )
-        return _run(rows[0]) if rows else None
+        return _run(rows[0], self.path) if rows else None
 
     def _earlier_run(self, run_id: int, cluster: str, before: int | None) -> Run:
         """Run `run_id`, when it is one of this cluster's runs before `before`."""
@@ -280,10 +320,7 @@ class History:
 
     def figures(self, run_id: int) -> list[Figure]:
         rows = self._query("SELECT * FROM figures WHERE run_id = ?", (run_id,))
-        return [
-            Figure(r["metric"], r["network"], r["source"], r["target"], r["value"], r["floor"])
-            for r in rows
-        ]
+        return [_figure(r, self.path) for r in rows]
 
     def series(
         self, cluster: str, keys: Sequence[Key], upto: int | None, runs: int
@@ -305,20 +342,77 @@ class History:
                 "AND network = ? AND source = ? AND target = ? ORDER BY run_id",
                 (*ids, *key),
             )
-            out[key] = [(r["run_id"], r["value"]) for r in rows]
+            where = f"{self.path}: run {{}}: figure {' '.join(key)}"
+            out[key] = [
+                (r["run_id"], _number(r["value"], where.format(r["run_id"]), "value")) for r in rows
+            ]
         return out
 
 
-def _run(row: sqlite3.Row) -> Run:
+def _text(row: sqlite3.Row, column: str, where: str, optional: bool = False) -> Any:
+    value = row[column]
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    raise HistoryError(f"{where}: {column} {value!r} is not text")
+
+
+def _flag(row: sqlite3.Row, column: str, where: str) -> bool:
+    value = row[column]
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise HistoryError(f"{where}: {column} {value!r} is not 0 or 1")
+
+
+def _number(value: Any, where: str, column: str) -> float | None:
+    """A figure's value or floor: None (not measured) or a finite number."""
+    if value is None or (isinstance(value, int | float) and math.isfinite(value)):
+        return value
+    raise HistoryError(f"{where}: {column} {value!r} is not a finite number")
+
+
+def _when(row: sqlite3.Row, where: str) -> str:
+    value = _text(row, "generated_at", where)
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise HistoryError(f"{where}: generated_at {value!r} is not an ISO 8601 time") from None
+    return str(value)
+
+
+def _criteria(row: sqlite3.Row, where: str) -> dict[str, Any]:
+    try:
+        criteria = parse_json(_text(row, "criteria", where), where, "criteria (JSON)")
+    except InputError as exc:
+        raise HistoryError(str(exc)) from None
+    if not isinstance(criteria, dict):
+        raise HistoryError(f"{where}: criteria is not a JSON object")
+    return criteria
+
+
+def _run(row: sqlite3.Row, path: Path) -> Run:
+    """One row of runs, each column of its type; HistoryError names the run and column."""
+    where = f"{path}: run {row['id']}"
+    faults = row["faults"]
+    if not isinstance(faults, int) or faults < 0:
+        raise HistoryError(f"{where}: faults {faults!r} is not a count")
     return Run(
         id=row["id"],
-        cluster=row["cluster"],
-        generated_at=row["generated_at"],
-        plan_hash=row["plan_hash"],
-        lock_hash=row["lock_hash"],
-        passed=bool(row["passed"]),
-        faults=row["faults"],
-        criteria=json.loads(row["criteria"]),
-        report_path=row["report_path"],
-        baseline=bool(row["baseline"]),
+        cluster=_text(row, "cluster", where),
+        generated_at=_when(row, where),
+        plan_hash=_text(row, "plan_hash", where),
+        lock_hash=_text(row, "lock_hash", where, optional=True),
+        passed=_flag(row, "passed", where),
+        faults=faults,
+        criteria=_criteria(row, where),
+        report_path=_text(row, "report_path", where, optional=True),
+        baseline=_flag(row, "baseline", where),
     )
+
+
+def _figure(row: sqlite3.Row, path: Path) -> Figure:
+    where = f"{path}: run {row['run_id']}: a figure"
+    metric, network, source, target = (
+        _text(row, column, where) for column in ("metric", "network", "source", "target")
+    )
+    value, floor = (_number(row[column], where, column) for column in ("value", "floor"))
+    return Figure(metric, network, source, target, value, floor)

@@ -7,6 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from cluster_plan.output_files import html_mark
+
+# `acceptance` and `report` replace only a page with this mark (or an earlier version's title)
+REPORT_MARK = html_mark("acceptance report")
+
 CELL, LABEL = 34, 90
 GOOD, WARN, BAD, ERRORED, EMPTY = "#2e7d32", "#f9a825", "#c62828", "#6a1b9a", "#eeeeee"
 
@@ -245,7 +250,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     if timing:
         body += ["<h2>Timing</h2>", _table(["phase", "value"], sorted(timing.items()))]
     return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{REPORT_MARK}'
         f"<title>Network acceptance: {escape(report['cluster'])}</title>"
         f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n"
     )

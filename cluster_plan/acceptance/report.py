@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,13 @@ from cluster_plan.acceptance.verdicts import (
     loss_status,
     mtu_status,
     nodes_at_fault,
+)
+from cluster_plan.output_files import (
+    check_output,
+    finite_json,
+    json_document,
+    marked,
+    write_output,
 )
 from cluster_plan.plan.input_files import InputError, read_json
 
@@ -194,11 +201,35 @@ def validate_report(document: object) -> list[str]:
     ]
 
 
+def _is_report(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("report") == "network-acceptance"
+
+
+# An existing acceptance.json or .html is replaced only when it is a report (or its page)
+OWN_JSON = json_document(_is_report)
+
+
+def own_html() -> Callable[[Path], bool]:
+    from cluster_plan.acceptance.html import REPORT_MARK
+
+    return marked(REPORT_MARK, "<title>Network acceptance: ")  # or an earlier version's page
+
+
+def check_report_paths(directory: Path) -> None:
+    """OutputError when the folder's acceptance.json or .html is not an earlier report:
+    checked before anything is measured, so a refusal costs no run."""
+    check_output(directory / "acceptance.json", OWN_JSON, "acceptance")
+    check_output(directory / "acceptance.html", own_html(), "acceptance")
+
+
 def write_report(report: Mapping[str, Any], directory: Path) -> tuple[Path, Path]:
+    """acceptance.json and .html in the folder, each replaced in one rename; a number that is
+    not finite is an OutputError naming its key, before either file is touched."""
     from cluster_plan.acceptance.html import render_html
 
     directory.mkdir(parents=True, exist_ok=True)
     json_path, html_path = directory / "acceptance.json", directory / "acceptance.html"
-    json_path.write_text(json.dumps(report, indent=2) + "\n")
-    html_path.write_text(render_html(report))
+    text = finite_json(report, str(json_path), indent=2) + "\n"
+    write_output(json_path, text, OWN_JSON, "acceptance")
+    write_output(html_path, render_html(report), own_html(), "acceptance")
     return json_path, html_path

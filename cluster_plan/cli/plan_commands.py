@@ -92,15 +92,17 @@ def cmd_diff(args: argparse.Namespace) -> Exit:
 
 def cmd_graph(args: argparse.Namespace) -> Exit:
     from cluster_plan.api import expand_validation
+    from cluster_plan.output_files import marked, write_output
     from cluster_plan.views.capacity import capacity_model
-    from cluster_plan.views.graph import render_svg
+    from cluster_plan.views.graph import GRAPH_MARK, render_svg
 
     result = validate_file(args.plan)
     expanded = expand_validation(result)
     racks = capacity_model(result.plan, result.nodes)["racks"]
     svg = render_svg(expanded, {r["rack"]: r for r in racks})
     if args.output:
-        Path(args.output).write_text(svg)
+        own = marked(GRAPH_MARK, ": network topology</title>")  # or an earlier version's
+        write_output(Path(args.output), svg, own, "graph")
         args.reporter.note(f"wrote {args.output}")
     else:
         args.reporter.result(svg, lambda: svg.rstrip("\n"))
@@ -117,8 +119,9 @@ def cmd_audit(args: argparse.Namespace) -> Exit:
 
 
 def cmd_capacity(args: argparse.Namespace) -> Exit:
+    from cluster_plan.output_files import marked, write_output
     from cluster_plan.views.capacity import capacity_model
-    from cluster_plan.views.capacity_report import render_html, render_text
+    from cluster_plan.views.capacity_report import CAPACITY_MARK, render_html, render_text
 
     # No lock needed: the figures need nodes and racks, not addresses (a lock, when there is
     # one, still says where each host stands).
@@ -127,7 +130,8 @@ def cmd_capacity(args: argparse.Namespace) -> Exit:
         raise PlanError(errors(result.findings), result.doc.source_lines)
     model = capacity_model(result.plan, result.nodes, result.findings)
     if args.html:
-        Path(args.html).write_text(render_html(model))
+        own = marked(CAPACITY_MARK, ": capacity</title>")  # or an earlier version's page
+        write_output(Path(args.html), render_html(model), own, "capacity")
         args.reporter.note(f"wrote {args.html}")
     args.reporter.result(model, lambda: render_text(model))
     args.reporter.warnings(result.findings, result.doc.file, result.doc.source_lines)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from cluster_plan.output_files import OutputError
 from cluster_plan.plan.findings import Finding, PlanError, errors
 from cluster_plan.plan.input_files import InputError
 
@@ -88,7 +89,7 @@ def run(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
     reporter = getattr(args, "reporter", None)
     if reporter is not None:
         try:
-            reporter.finish(code)
+            code = reporter.finish(code)
         except BrokenPipeError:
             return _reader_gone()
     return code
@@ -108,6 +109,8 @@ def _outcome(handler: Callable[[Any], int | Exit | None], args: Any) -> int:
     except CommandError as exc:
         return _failed(args, str(exc), exc.exit)
     except InputError as exc:  # a file named as input is not one (a FIFO, junk, too deep)
+        return _failed(args, str(exc), Exit.USAGE, exc.path)
+    except OutputError as exc:  # a path to write that holds what the command did not write
         return _failed(args, str(exc), Exit.USAGE, exc.path)
     except KeyboardInterrupt:
         return _failed(args, "interrupted", Exit.INTERRUPTED, line="interrupted")

@@ -19,6 +19,9 @@ import yaml
 
 from cluster_plan.cli.envelope import SCHEMA_VERSION, status_for
 from cluster_plan.plan.findings import Finding, PlanError, errors, warnings
+from cluster_plan.plan.input_files import non_finite_problem
+
+NOT_FINITE_EXIT = 2  # cluster_plan.cli.policy.Exit.USAGE: input that could not be used
 
 
 @dataclass
@@ -113,8 +116,8 @@ class Reporter(abc.ABC):
         print(line, file=self.err)
 
     @abc.abstractmethod
-    def finish(self, exit: int) -> None:
-        """The command is over and exits with ``exit``."""
+    def finish(self, exit: int) -> int:
+        """The command is over and exits with ``exit``; the exit status it ends with."""
 
 
 class TextReporter(Reporter):
@@ -150,8 +153,8 @@ class TextReporter(Reporter):
     ) -> None:
         print(text(), file=self.out)
 
-    def finish(self, exit: int) -> None:
-        return None  # everything is printed as it comes
+    def finish(self, exit: int) -> int:
+        return exit  # everything is printed as it comes
 
 
 class JsonReporter(Reporter):
@@ -207,8 +210,8 @@ class JsonReporter(Reporter):
         super().error(line, error)
         self._error = error
 
-    def finish(self, exit: int) -> None:
-        document = {
+    def _document(self, exit: int) -> dict[str, Any]:
+        return {
             "schema_version": SCHEMA_VERSION,
             "command": self.command,
             "status": status_for(exit, self._error),
@@ -217,8 +220,28 @@ class JsonReporter(Reporter):
             "result": self._result,
             "error": self._error,
         }
-        json.dump(document, self.out, indent=2)
-        print(file=self.out)
+
+    def finish(self, exit: int) -> int:
+        document = self._document(exit)
+        try:
+            text = json.dumps(document, indent=2, allow_nan=False)
+        except ValueError:  # NaN or Infinity: no JSON parser reads a document that holds one
+            exit = max(int(exit), NOT_FINITE_EXIT)
+            text = json.dumps(self._not_finite(document, exit), indent=2, allow_nan=False)
+        print(text, file=self.out)
+        return exit
+
+    def _not_finite(self, document: dict[str, Any], exit: int) -> dict[str, Any]:
+        """The error document instead: where the number stood; a bug let it past the checks
+        of the input it came from."""
+        problem = non_finite_problem(document) or "a number is not finite"
+        message = f"the output cannot be written as JSON: {problem}"
+        super().error(f"cluster-plan {self.command}: error: {message}", {})
+        if self._error is None:  # an error the command stopped with says more: it stays
+            self._error = {"message": message, "file": None}
+        self._result = None
+        self._findings = [f for f in self._findings if non_finite_problem(f) is None]
+        return self._document(exit)
 
 
 class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]

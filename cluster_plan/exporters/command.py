@@ -1,7 +1,7 @@
 """`cluster-plan exporter gpu|slurm|state --textfile-dir DIR`: run one collector once and write
 its node_exporter textfile (docs/monitoring-exporters.md). Exit 0 when the collector ran
-cleanly, 1 when it failed (its previous metrics kept, collector_success 0 written, the reason
-on stderr), 2 on usage errors."""
+cleanly, 1 when it failed (its previous metrics removed, collector_success 0 written, the
+reason on stderr), 2 on usage errors."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster_plan.exporters.textfile import CollectorError, write_atomic
+from cluster_plan.plan.input_files import InputError, read_json
 
 # nvmlClocksThrottleReason* bits (the same bits as nvmlClocksEventReason*)
 THROTTLE_BITS = {
@@ -174,20 +176,44 @@ def _read_xids(nvml: Any, handles: list[Any], wait_ms: int) -> list[tuple[str, i
 # --- XID state kept between runs ------------------------------------------------------------
 
 
+MAX_XID_STATE_BYTES = 16 * 1024 * 1024
+_AFRESH = "remove it to start counting afresh"
+
+
 def load_xid_state(path: Path) -> dict[str, dict[str, Any]]:
-    """{uuid: {"gpu": index, "last": xid, "counts": {xid: n}}}; empty when there is no file."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    """{uuid: {"gpu": index, "last": xid, "counts": {xid: n}}}; empty when there is no file.
+    A link, a FIFO or a file of another shape is a CollectorError naming the key."""
+    if not os.path.lexists(path):
         return {}
-    except (OSError, ValueError) as exc:
-        raise CollectorError(
-            f"{path}: unreadable XID state ({exc}); remove it to start counting afresh"
-        ) from None
+    try:
+        data = read_json(path, MAX_XID_STATE_BYTES, "an XID state file", follow=False)
+    except InputError as exc:
+        raise CollectorError(f"unreadable XID state: {exc}; {_AFRESH}") from None
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
-        raise CollectorError(f"{path}: not an XID state file; remove it to start counting afresh")
+        raise CollectorError(f"{path}: not an XID state file; {_AFRESH}")
     gpus: dict[str, dict[str, Any]] = data["gpus"]
+    for uuid, entry in gpus.items():
+        problem = _xid_entry_problem(entry)
+        if problem is not None:
+            raise CollectorError(f"{path}: $.gpus.{uuid} {problem}; {_AFRESH}")
     return gpus
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _xid_entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return "is not an object"
+    if not _is_count(entry.get("gpu")) or not _is_count(entry.get("last")):
+        return "has no whole-number gpu and last"
+    counts = entry.get("counts")
+    if not isinstance(counts, dict) or not all(
+        k.isdigit() and _is_count(n) and n >= 0 for k, n in counts.items()
+    ):
+        return "counts is not {xid: count}"
+    return None
 
 
 def update_xid_state(state: dict[str, dict[str, Any]], reading: NvmlReading) -> None:
@@ -202,7 +228,8 @@ def update_xid_state(state: dict[str, dict[str, Any]], reading: NvmlReading) -> 
 
 
 def save_xid_state(path: Path, state: dict[str, dict[str, Any]]) -> None:
-    write_atomic(path, json.dumps({"gpus": state}, indent=1, sort_keys=True) + "\n")
+    text = json.dumps({"gpus": state}, indent=1, sort_keys=True, allow_nan=False)
+    write_atomic(path, text + "\n")
 
 
 # --- metric families (pure) -----------------------------------------------------------------

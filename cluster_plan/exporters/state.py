@@ -5,12 +5,16 @@ drift --format json`); of those two, the `result` of their JSON envelope.
 Each source is optional: a metric whose source was not given, or whose saved file is not there
 yet, is left out. The backup and drift
 documents are read from a file an earlier run saved, or made by running the command now.
+A saved file must be a regular file (a FIFO would hang the timer's run, a link is not
+followed), and a document of another shape, or with a number that is not finite, is a
+collector error naming the file and the key: no metric is made from it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -25,19 +29,24 @@ from cluster_plan.acceptance.history import History, HistoryError
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.exporters.slurm import Runner, run_command
 from cluster_plan.exporters.textfile import CollectorError
+from cluster_plan.plan.input_files import InputError, parse_json, read_text
+
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # drift or backup status of a large cluster
 
 
 @dataclass(frozen=True)
 class Document:
-    """A command's JSON document and when it was taken (its ages count back from then)."""
+    """A command's JSON document, when it was taken (its ages count back from then) and where
+    it came from (a file, or the command run now), for messages."""
 
     data: dict[str, Any]
     taken_at: float
+    source: str = "the document"
 
 
 def last_acceptance(history: Path, cluster: str) -> tuple[float, bool] | None:
     """(when the last run was generated, whether it passed); None when nothing was recorded."""
-    if not history.exists():
+    if not os.path.lexists(history):
         return None
     try:
         with History(history) as store:
@@ -46,7 +55,7 @@ def last_acceptance(history: Path, cluster: str) -> tuple[float, bool] | None:
         raise CollectorError(str(exc)) from None
     if not runs:
         return None
-    when = dt.datetime.fromisoformat(runs[0].generated_at)
+    when = dt.datetime.fromisoformat(runs[0].generated_at)  # checked when the row was read
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.timestamp(), runs[0].passed
@@ -54,9 +63,9 @@ def last_acceptance(history: Path, cluster: str) -> tuple[float, bool] | None:
 
 def _parse(text: str, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise CollectorError(f"{what}: not JSON ({exc})") from None
+        data = parse_json(text, what)
+    except InputError as exc:  # not JSON, too deep, a NaN: the message names the key
+        raise CollectorError(str(exc)) from None
     if not isinstance(data, dict):
         raise CollectorError(f"{what}: not a JSON object")
     return data
@@ -78,11 +87,14 @@ def command_result(data: dict[str, Any], what: str, command: str) -> dict[str, A
 def read_document(path: Path, command: str) -> Document:
     """A document saved by an earlier run of `command`; taken when the file was written."""
     try:
-        text = path.read_text()
-        taken = path.stat().st_mtime
+        text = read_text(path, MAX_DOCUMENT_BYTES, follow=False)
+        taken = os.lstat(path).st_mtime
+    except InputError as exc:  # a FIFO, a link, a directory, binary data
+        raise CollectorError(str(exc)) from None
     except OSError as exc:
         raise CollectorError(f"{path}: cannot read: {exc.strerror}") from None
-    return Document(command_result(_parse(text, str(path)), str(path), command), taken)
+    data = command_result(_parse(text, str(path)), str(path), command)
+    return Document(data, taken, str(path))
 
 
 COMMAND_TIMEOUT_S = 600.0  # drift and backup status reach every node over SSH
@@ -98,7 +110,8 @@ def run_document(plan: Path, command: list[str], run: Runner | None = None) -> D
     what = f"cluster-plan {' '.join(command)}"
     if code not in (0, 1) or not out.strip():
         raise CollectorError(f"{what}: exit {code}: {err.strip()}")
-    return Document(command_result(_parse(out, what), what, " ".join(command)), time.time())
+    data = command_result(_parse(out, what), what, " ".join(command))
+    return Document(data, time.time(), what)
 
 
 def backup_rows(document: Document) -> dict[str, tuple[float, bool | None]]:
@@ -108,18 +121,38 @@ def backup_rows(document: Document) -> dict[str, tuple[float, bool | None]]:
     overdue; a node with no drill yet has None (its drill metric is left out)."""
     hosts: dict[str, tuple[float, bool | None]] = {}
     rows = document.data.get("hosts", [])
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "host" in r for r in rows):
-        raise CollectorError("backup status: `hosts` is not a list of rows with a `host`")
-    for row in rows:
-        age = row.get("age_s")
-        taken = 0.0 if age is None else document.taken_at - float(age)
-        drill = row.get("drill_ok")
-        oldest, seen_drill = hosts.get(row["host"], (taken, None))
-        hosts[row["host"]] = (
-            min(oldest, taken),
-            drill if drill is not None else seen_drill,
-        )
+    if not isinstance(rows, list):
+        raise CollectorError(f"{document.source}: $.hosts is not a list of rows")
+    for index, row in enumerate(rows):
+        host, age, drill = _backup_row(row, f"{document.source}: $.hosts[{index}]")
+        taken = 0.0 if age is None else document.taken_at - age
+        oldest, seen_drill = hosts.get(host, (taken, None))
+        hosts[host] = (min(oldest, taken), drill if drill is not None else seen_drill)
     return hosts
+
+
+def _backup_row(row: Any, where: str) -> tuple[str, float | None, bool | None]:
+    """(host, age_s, drill_ok) of one row, each of its type; CollectorError names the key."""
+    if not isinstance(row, dict):
+        raise CollectorError(f"{where} is not a row (a JSON object)")
+    host, age, drill = row.get("host"), row.get("age_s"), row.get("drill_ok")
+    if not isinstance(host, str) or not host:
+        raise CollectorError(f"{where}.host is not a host name: {host!r}")
+    if age is not None and (
+        isinstance(age, bool) or not isinstance(age, int | float) or not math.isfinite(age)
+    ):
+        raise CollectorError(f"{where}.age_s is not a number of seconds: {age!r}")
+    if drill is not None and not isinstance(drill, bool):
+        raise CollectorError(f"{where}.drill_ok is not true, false or null: {drill!r}")
+    return host, None if age is None else float(age), drill
+
+
+def drift_findings(document: Document) -> int:
+    """How many findings the drift document holds."""
+    findings = document.data.get("findings", [])
+    if not isinstance(findings, list):
+        raise CollectorError(f"{document.source}: $.findings is not a list")
+    return len(findings)
 
 
 def state_families(
@@ -158,7 +191,7 @@ def state_families(
         findings = GaugeMetricFamily(
             "cluster_plan_drift_findings", "Drift findings of the last check"
         )
-        findings.add_metric([], len(drift.data.get("findings", [])))
+        findings.add_metric([], drift_findings(drift))
         yield findings
 
 
@@ -166,7 +199,8 @@ def _document(saved: Path | None, plan: Path | None, command: list[str]) -> Docu
     """The saved document; None when it was not delivered yet (the monitoring role copies the
     controller's when it has one), like an acceptance history with no run."""
     if saved is not None:
-        return read_document(saved, " ".join(command)) if saved.exists() else None
+        present = os.path.lexists(saved)  # a link is there, and refused: not "not yet"
+        return read_document(saved, " ".join(command)) if present else None
     return run_document(plan, command) if plan is not None else None
 
 

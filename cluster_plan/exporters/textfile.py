@@ -5,9 +5,10 @@ half written would be served half. So the text goes to a temporary file in the s
 (same filesystem, so the rename is atomic; a name not ending in `.prom`, so node_exporter never
 reads it) and replaces the old file with one rename.
 
-A collector that fails leaves its previous metrics file as it was and writes only its status
-file, `cluster_plan_collector_<name>.prom`, with cluster_plan_collector_success 0 (node_exporter's
-node_textfile_mtime_seconds shows how old the kept file is).
+A collector that fails removes its previous metrics file (values no longer true must not be
+served as current, nor keep an alert firing or silent) and writes its status file,
+`cluster_plan_collector_<name>.prom`, with cluster_plan_collector_success 0, so CollectorFailing
+fires. An unexpected error (a bug) does the same, then is raised for its traceback.
 """
 
 from __future__ import annotations
@@ -77,20 +78,31 @@ def status_text(collector: str, success: bool) -> str:
     )
 
 
+def _failed(directory: Path, collector: str) -> None:
+    """success 0, and no stale metrics left to be served."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(metrics_path(directory, collector))
+    write_atomic(status_path(directory, collector), status_text(collector, False))
+
+
 def run_collector(
     directory: Path, collector: str, collect: Callable[[], Iterable[Metric]]
 ) -> str | None:
     """Collect and write the textfiles; the failure's reason, or None when all went well.
 
-    Only CollectorError counts as a collector failure: anything else is a bug and is raised.
+    A CollectorError is a collector failure; anything else is a bug, and is raised once the
+    failure is written the same way.
     """
     if not directory.is_dir():
         raise CollectorError(f"{directory}: no such directory (the textfile directory)")
     try:
         text = exposition(collect())
     except CollectorError as exc:
-        write_atomic(status_path(directory, collector), status_text(collector, False))
+        _failed(directory, collector)
         return str(exc)
+    except Exception:
+        _failed(directory, collector)
+        raise
     write_atomic(metrics_path(directory, collector), text)
     write_atomic(status_path(directory, collector), status_text(collector, True))
     return None

@@ -27,8 +27,9 @@ def register(subparsers: Any) -> None:
         "kubeadm and kubelet configuration per node, network and reservation settings, and "
         "prometheus-operator objects for a plan with monitoring, the example training job "
         "for a plan whose training class has a pytorch build and an image) under "
-        "DIR and remove files of an earlier rendering that no longer apply; without it, print "
-        "the API objects as YAML.",
+        "DIR and remove files of an earlier rendering that no longer apply; DIR must be new, "
+        "empty or written by this command (its .cluster-plan-files.json lists what it wrote); "
+        "without it, print the API objects as YAML.",
     )
     render.add_argument(
         "plan", metavar="PLAN", help="a cluster plan with scheduler.type kubernetes"
@@ -51,6 +52,6 @@ def render_command(args: argparse.Namespace) -> Exit:
     if args.output is None:
         sys.stdout.write(dump_documents(rendering.all_objects()))
         return Exit.OK
-    written = write(rendering, args.output)  # OSError: the policy names the file
+    written = write(rendering, args.output, str(args.plan))  # OSError, OutputError: named
     print(f"{args.output}: {len(written)} files for {len(rendering.plan.nodes)} nodes")
     return Exit.OK

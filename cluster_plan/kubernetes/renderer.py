@@ -134,7 +134,8 @@ def files(rendering: Rendering) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def write(rendering: Rendering, directory: Path) -> list[Path]:
-    """Write the files under `directory`; YAML files of an earlier rendering that this one no
-    longer has (a removed node) are deleted, so the directory is exactly this rendering."""
-    return write_tree(files(rendering), directory, prune="*.yaml")
+def write(rendering: Rendering, directory: Path, plan: str = "") -> list[Path]:
+    """Write the files under `directory`; files of an earlier rendering that this one no
+    longer has (a removed node) are deleted, so the directory is exactly this rendering. A
+    folder holding anything else is refused (cluster_plan.views.rendered)."""
+    return write_tree(files(rendering), directory, "k8s render", plan)

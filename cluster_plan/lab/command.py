@@ -7,7 +7,6 @@ Handlers return an exit status or raise; cluster_plan.cli.policy maps what they 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,9 @@ from cluster_plan.lab import faults, lifecycle, node, state, status
 from cluster_plan.lab.connection import ssh_options
 from cluster_plan.lab.names import LabError, for_plan
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.plan.input_files import InputError, read_json
+
+MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # as `acceptance --expanded` reads
 
 
 def load_plan(path: str) -> ExpandedPlan:
@@ -31,11 +33,14 @@ def load_plan(path: str) -> ExpandedPlan:
         raise UsageError(f"{path}: no such plan file")
     if plan.suffix == ".json":
         try:  # `expand --format json` output, or the expanded plan alone
-            loaded = unwrapped(json.loads(plan.read_text()), "expand")
+            data = read_json(plan, MAX_EXPANDED_BYTES, "an expanded plan (JSON)")
+            loaded = unwrapped(data, "expand")
         except EnvelopeError as err:
             raise UsageError(f"{path}: not an expanded plan: {err}") from None
-        except ValueError as err:
-            raise UsageError(f"{path}: not valid JSON: {err}") from None
+        except InputError as err:  # not JSON, a NaN: the message names the key
+            raise UsageError(str(err)) from None
+        if not isinstance(loaded, dict):
+            raise UsageError(f"{path}: not an expanded plan (a JSON object)")
         return cast(ExpandedPlan, loaded)
     from cluster_plan.api import load_expanded
 

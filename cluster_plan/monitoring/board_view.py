@@ -10,7 +10,7 @@ from html import escape
 from typing import Any
 
 from cluster_plan.monitoring.dashboards import NODE_VARIABLE
-from cluster_plan.monitoring.status import AnswerError
+from cluster_plan.monitoring.status import STATUS_MARK, AnswerError
 
 COLOURS = {"green": "#5cb85c", "orange": "#f0ad4e", "red": "#d9534f"}
 
@@ -108,7 +108,7 @@ def board_html(board: dict[str, Any], results: dict[str, Any], node: str | None,
     if open_grid:
         parts.append("</div>")
     return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{STATUS_MARK}'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
         f'<h1>{escape(title)}</h1><p class="meta">Values at {escape(at)}; colours are the '
         f"panels' thresholds, from the plan.</p>{''.join(parts)}</body></html>\n"

@@ -34,7 +34,9 @@ def register(subparsers: Any) -> None:
         "render",
         help="write prometheus.yml, the file_sd targets, the alert rules and alertmanager.yml",
         description="Render a plan's monitoring. With -o DIR, write every file under DIR and "
-        "remove files of an earlier rendering that no longer apply; without it, print them.",
+        "remove files of an earlier rendering that no longer apply; DIR must be new, empty or "
+        "written by this command (its .cluster-plan-files.json lists what it wrote); without "
+        "it, print them.",
     )
     render.add_argument("plan", metavar="PLAN", help="a cluster plan with a monitoring_server")
     render.add_argument("-o", "--output", type=Path, metavar="DIR", help="write the files here")
@@ -78,7 +80,7 @@ def render_command(args: argparse.Namespace) -> Exit:
         for path, text in files.items():
             sys.stdout.write(f"--- {path}\n{text}")
         return Exit.OK
-    written = write(files, args.output)  # OSError: the policy names the file
+    written = write(files, args.output, str(args.plan))  # OSError, OutputError: named
     print(f"{args.output}: {len(written)} files")
     return Exit.OK
 
@@ -110,11 +112,28 @@ def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return board_view.board_html(board, answers["panels"], args.node, at), answers
 
 
+def _is_answers(data: Any) -> bool:
+    return isinstance(data, dict) and {"source", "time"} <= data.keys()
+
+
 def status_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.cli.policy import UsageError
-    from cluster_plan.monitoring.status import AnswerError
+    from cluster_plan.monitoring.status import STATUS_MARK, AnswerError
+    from cluster_plan.output_files import (
+        check_output,
+        finite_json,
+        json_document,
+        marked,
+        write_output,
+    )
     from cluster_plan.plan.input_files import InputError
 
+    # replace only a page (or saved answers) of an earlier run, or an earlier version's page
+    own_page = marked(STATUS_MARK, "<title>Cluster status</title>")
+    own_answers = json_document(_is_answers)
+    for path, own in ((args.output, own_page), (args.save_json, own_answers)):
+        if path is not None:
+            check_output(path, own, "monitoring status")
     where = args.url or str(args.from_json)
     try:
         page, answers = _page(args)
@@ -125,10 +144,11 @@ def status_command(args: argparse.Namespace) -> Exit:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a document of another shape
         raise UsageError(f"{where}: not Prometheus API answers ({exc!r})") from None
     if args.save_json is not None:
-        args.save_json.write_text(json.dumps(answers, indent=1) + "\n", encoding="utf-8")
+        text = finite_json(answers, str(args.save_json), indent=1) + "\n"
+        write_output(args.save_json, text, own_answers, "monitoring status")
     if args.output is None:
         sys.stdout.write(page)
     else:
-        args.output.write_text(page, encoding="utf-8")
+        write_output(args.output, page, own_page, "monitoring status")
         print(f"{args.output}: status page")
     return Exit.OK

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -16,6 +15,7 @@ from cluster_plan.monitoring.targets import (
     prometheus_config,
     target_files,
 )
+from cluster_plan.output_files import finite_json
 from cluster_plan.plan.contract import ExpandedPlan
 from cluster_plan.plan.findings import Finding, PlanError
 from cluster_plan.views.rendered import write_tree
@@ -50,13 +50,16 @@ def render(plan: ExpandedPlan) -> dict[str, str]:
             HEADER + f'ARGS="--storage.tsdb.retention.time={monitoring["retention_days"]}d"\n'
         ),
     }
+    # allow_nan=False: a NaN from the plan is an error naming it, never a bare NaN in a file
     for path, groups in target_files(plan).items():
-        files[path] = json.dumps(groups, indent=2) + "\n"
+        files[path] = finite_json(groups, path, indent=2) + "\n"
     for name, board in dashboards(plan).items():  # for Grafana users to import
-        files[f"dashboards/{name}"] = json.dumps(board, indent=2, ensure_ascii=False) + "\n"
+        where = f"dashboards/{name}"
+        files[where] = finite_json(board, where, indent=2, ensure_ascii=False) + "\n"
     return files
 
 
-def write(files: dict[str, str], directory: Path) -> list[Path]:
-    """Write the files under `directory`, so the directory is exactly this rendering."""
-    return write_tree(files, directory)
+def write(files: dict[str, str], directory: Path, plan: str = "") -> list[Path]:
+    """Write the files under `directory`, so the directory is exactly this rendering; a
+    folder holding anything else is refused (cluster_plan.views.rendered)."""
+    return write_tree(files, directory, "monitoring render", plan)

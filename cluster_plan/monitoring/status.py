@@ -18,6 +18,9 @@ from html import escape
 from typing import Any
 
 from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.output_files import html_mark
+
+STATUS_MARK = html_mark("monitoring status")  # `monitoring status -o` replaces only such a page
 
 STATUS_QUERIES = {
     "gpu_present": "cluster_plan_gpu_present",
@@ -280,7 +283,7 @@ def status_html(answers: dict[str, Any]) -> str:
     ]
     body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
     return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{STATUS_MARK}'
         "<title>Cluster status</title>"
         f"<style>{_CSS}</style></head><body><h1>Cluster status</h1>"
         f'<p class="meta">From Prometheus at {source}; GPU and Ceph values at '

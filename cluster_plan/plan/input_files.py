@@ -3,13 +3,18 @@
 Only regular files are read: a FIFO would block the reader for ever, /dev/zero never ends, a
 directory or a socket is no file at all. The file is looked at before it is opened, opened
 without blocking, and looked at again through the open descriptor (it may have been swapped
-in between); at most a limit of bytes is read. JSON is parsed with every way it can fail
-(too deep for the parser, a number too long for Python's int) turned into one message.
+in between); at most a limit of bytes is read. A reader that runs unattended (an exporter
+under a timer, the acceptance history) also refuses a symbolic link (`follow=False`): it is
+not led to read another file than the one it was given. JSON is parsed with every way it can
+fail (too deep for the parser, a number too long for Python's int, NaN or Infinity, which JSON
+does not have and which would pass every comparison) turned into one message.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -53,24 +58,34 @@ def _refuse_special(path: str | Path, mode: int) -> None:
         raise InputError(path, f"this is {kind}, not a regular file", "not-a-file")
 
 
+SYMLINK_PROBLEM = "this is a symbolic link; give the file it points to"
+
+
 @contextmanager
-def open_regular(path: str | Path) -> Iterator[IO[bytes]]:
-    """The file opened for reading in binary, or InputError; never blocks on a FIFO."""
+def open_regular(path: str | Path, follow: bool = True) -> Iterator[IO[bytes]]:
+    """The file opened for reading in binary, or InputError; never blocks on a FIFO. With
+    follow=False a symbolic link is refused too (O_NOFOLLOW: also when one is swapped in)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        _refuse_special(path, os.stat(path).st_mode)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+        if stat.S_ISLNK(mode):
+            raise InputError(path, SYMLINK_PROBLEM, "not-a-file")
+        _refuse_special(path, mode)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise InputError(path, "no such file", "file-not-found") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise InputError(path, SYMLINK_PROBLEM, "not-a-file") from None
         raise InputError(path, f"cannot read the file: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as handle:
         _refuse_special(path, os.fstat(fd).st_mode)  # swapped since the first look
         yield handle
 
 
-def read_bytes(path: str | Path, limit: int) -> bytes:
+def read_bytes(path: str | Path, limit: int, follow: bool = True) -> bytes:
     """At most ``limit`` bytes of a regular file; InputError when it holds more."""
-    with open_regular(path) as handle:
+    with open_regular(path, follow) as handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
@@ -80,9 +95,9 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
     return data
 
 
-def read_text(path: str | Path, limit: int) -> str:
+def read_text(path: str | Path, limit: int, follow: bool = True) -> str:
     """A regular file's UTF-8 text; InputError for binary data."""
-    return decode_text(read_bytes(path, limit), path)
+    return decode_text(read_bytes(path, limit, follow), path)
 
 
 def decode_text(data: bytes, path: str | Path, expected: str = "text") -> str:
@@ -113,10 +128,66 @@ def _depth(data: Any) -> int:
     return deepest
 
 
+class NonFinite(float):
+    """A number JSON has no word for (NaN, Infinity, or a literal too large for a float), kept
+    as parsed so that the check after loading can say where it stood."""
+
+    def __new__(cls, literal: str) -> NonFinite:
+        number = super().__new__(cls, "nan")
+        number.literal = literal
+        return number
+
+    literal: str
+
+
+class _Numbers:
+    """json.loads' hooks for numbers: what it parses, noting whether any was not finite (only
+    then is the data walked to say where)."""
+
+    def __init__(self) -> None:
+        self.non_finite = False
+
+    def constant(self, literal: str) -> float:
+        self.non_finite = True
+        return NonFinite(literal)
+
+    def floating(self, literal: str) -> float:
+        number = float(literal)
+        if math.isfinite(number):
+            return number
+        return self.constant(literal)
+
+
+def first_non_finite(data: Any) -> tuple[str, float] | None:
+    """(the JSON path, as $.a[0].b, and the number) of the first number that is NaN or
+    infinite; None when every number is finite. Iterative: the data may be deep."""
+    stack: list[tuple[Any, str]] = [(data, "$")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, value
+        if isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def non_finite_problem(data: Any) -> str | None:
+    """Where the data holds a number that is not finite, in words; None when it holds none."""
+    found = first_non_finite(data)
+    if found is None:
+        return None
+    where, value = found
+    literal = value.literal if isinstance(value, NonFinite) else repr(value)
+    return f"{where} is {literal}: a number must be finite (JSON has no NaN or Infinity)"
+
+
 def parse_json(text: str, path: str | Path, what: str = "JSON") -> Any:
     """JSON text -> data; InputError (with the line and column where known) otherwise."""
+    numbers = _Numbers()
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=numbers.constant, parse_float=numbers.floating)
     except json.JSONDecodeError as exc:
         error = InputError(path, f"not {what}: {exc.msg} (line {exc.lineno} column {exc.colno})")
         error.line, error.column = exc.lineno, exc.colno
@@ -128,9 +199,12 @@ def parse_json(text: str, path: str | Path, what: str = "JSON") -> Any:
         raise InputError(path, f"not {what}: a number in it is too long ({reason})") from None
     if _depth(data) > MAX_JSON_DEPTH:
         raise InputError(path, f"not {what}: it nests deeper than {MAX_JSON_DEPTH} levels")
+    problem = non_finite_problem(data) if numbers.non_finite else None
+    if problem is not None:
+        raise InputError(path, f"not {what}: {problem}")
     return data
 
 
-def read_json(path: str | Path, limit: int, what: str = "JSON") -> Any:
+def read_json(path: str | Path, limit: int, what: str = "JSON", follow: bool = True) -> Any:
     """A regular file's JSON; InputError says why there is none."""
-    return parse_json(read_text(path, limit), path, what)
+    return parse_json(read_text(path, limit, follow), path, what)

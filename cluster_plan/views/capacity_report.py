@@ -6,6 +6,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from cluster_plan.output_files import html_mark
+
+CAPACITY_MARK = html_mark("capacity")  # `capacity --html` replaces only a page with it
+
 _WARN, _OVER, _OK = "#f3c969", "#ef8a7e", "#a8d98a"  # light: the label stays legible
 
 
@@ -138,7 +142,7 @@ def render_html(model: dict[str, Any]) -> str:
     title = f"{model['cluster']}: capacity"
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        f'<html lang="en"><head><meta charset="utf-8">{CAPACITY_MARK}',
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>{totals['nodes']} nodes, {escape(_gpus(totals['gpus']))}; "

@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 from xml.sax.saxutils import escape
 
+from cluster_plan.output_files import svg_mark
 from cluster_plan.plan.contract import ExpandedPlan, Host, Topology
+
+GRAPH_MARK = svg_mark("graph")  # `graph -o` replaces only a picture with this mark
 
 _COL = 150  # width of one rack column
 _ROW = 90
@@ -184,6 +187,7 @@ def render_svg(expanded: ExpandedPlan, power: dict[str, Any] | None = None) -> s
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{layout.height}" '
         f'viewBox="0 0 {width} {layout.height}" font-family="sans-serif" font-size="11">',
+        GRAPH_MARK,
         "<style>.sub{font-size:9px;fill:#333}.speed{font-size:9px;fill:#a00}"
         ".bar{font-size:8px;fill:#111}</style>",
         f"<title>{escape(expanded['cluster']['name'])}: network topology</title>",

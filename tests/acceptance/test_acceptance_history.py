@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -412,3 +415,92 @@ def test_command_mistakes_are_usage_errors(
     (tmp_path / "acceptance.json").write_text(json.dumps(report))
     assert main(["report", str(tmp_path / "acceptance.json"), "--compare", "last-passed"]) == 2
     assert "names no history" in capsys.readouterr().err
+
+
+# -- rows another program wrote, and paths that are no database file ---------------------------
+WRONG_ROWS = {
+    "passed-text": ("UPDATE runs SET passed = 'yes'", "run 1: passed 'yes' is not 0 or 1"),
+    "criteria-not-json": ("UPDATE runs SET criteria = 'fast'", "run 1: not criteria (JSON)"),
+    "criteria-a-list": ("UPDATE runs SET criteria = '[1]'", "run 1: criteria is not a JSON"),
+    "criteria-nan": (
+        """UPDATE runs SET criteria = '{"min_gbps": NaN}'""",
+        "run 1: not criteria (JSON): $.min_gbps is NaN",
+    ),
+    "generated-at-not-a-time": (
+        "UPDATE runs SET generated_at = 42",  # stored as the text '42' (the column's affinity)
+        "run 1: generated_at '42' is not an ISO 8601 time",
+    ),
+    "cluster-a-blob": ("UPDATE runs SET plan_hash = x'00ff'", "run 1: plan_hash b'\\x00\\xff'"),
+    "faults-negative": ("UPDATE runs SET faults = -1", "run 1: faults -1 is not a count"),
+    "figure-text": (
+        "UPDATE figures SET value = 'fast' WHERE rowid = 1",
+        "run 1: a figure: value 'fast' is not a finite number",
+    ),
+    "figure-infinite": (
+        "UPDATE figures SET floor = 9e999 WHERE rowid = 1",
+        "run 1: a figure: floor inf is not a finite number",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_ROWS)
+def test_a_row_of_the_wrong_type_is_an_error_naming_run_and_column(
+    case: str, tmp_path: Path, expanded: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = tmp_path / "history.sqlite"
+    report = make_report(expanded)
+    with History(database, create=True) as history:
+        record(history, report)
+        history.db.execute(WRONG_ROWS[case][0])
+    report_file = tmp_path / "acceptance.json"
+    report_file.write_text(json.dumps(report))
+    plan = tmp_path / "e.json"
+    plan.write_text(json.dumps(expanded))
+    listing = ["acceptance", "history", "p.yml", "--expanded", str(plan)]
+    listing += ["--history", str(database)]
+    comparing = ["report", str(report_file), "--history", str(database), "--compare", "1"]
+    argv = comparing if case.startswith("figure") else listing  # a listing reads no figure
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{database}: {WRONG_ROWS[case][1]}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_a_history_path_that_is_no_regular_file_is_refused(
+    kind: str, tmp_path: Path, expanded: dict[str, Any]
+) -> None:
+    """In a process of its own, killed if it hangs: SQLite on a FIFO waits for ever."""
+    real = tmp_path / "real.sqlite"
+    with History(real, create=True) as history:
+        record(history, make_report(expanded))
+    database = tmp_path / "history.sqlite"
+    if kind == "fifo":
+        os.mkfifo(database)
+    elif kind == "symlink":
+        database.symlink_to(real)
+    else:
+        database.mkdir()
+    plan = tmp_path / "e.json"
+    plan.write_text(json.dumps(expanded))
+    argv = ["acceptance", "history", "p.yml", "--expanded", str(plan), "--history", str(database)]
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster_plan", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{database}: this is a" in done.stderr and "not an acceptance history" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_number_that_is_not_finite_is_never_recorded(
+    tmp_path: Path, expanded: dict[str, Any]
+) -> None:
+    report = make_report(expanded)
+    with History(tmp_path / "h.sqlite", create=True) as history:
+        bad = {**report, "criteria": {**report["criteria"], "min_gbps": float("nan")}}
+        with pytest.raises(HistoryError, match=r"not recorded: .*\$\.min_gbps is nan"):
+            record(history, bad)
+        rows = [dict(r, forward_gbps=float("inf")) for r in report["bandwidth"]]
+        with pytest.raises(HistoryError, match="value is inf, not a finite number"):
+            record(history, {**report, "bandwidth": rows})
+        assert history.runs("lab") == []

@@ -15,6 +15,7 @@ from test_acceptance_report import make_report
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import validate_report, write_report
 from cluster_plan.cli import main
+from cluster_plan.output_files import OutputError
 
 FIGURES = {
     "bandwidth": ("gbps", "forward_gbps", "reverse_gbps", "measured_bps", "retransmits"),
@@ -97,3 +98,52 @@ def test_report_judges_from_its_findings_not_the_flag(
         "ok",
         True,
     )
+
+
+def test_report_replaces_only_a_page_it_wrote(
+    tmp_path: Path, expanded_lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "acceptance.json"
+    path.write_text(json.dumps(make_report(expanded_lab)))
+    mine = tmp_path / "index.html"
+    mine.write_text("<html>our wiki page</html>\n")
+    assert main(["report", str(path), "--output", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}: a file that `cluster-plan report` did not write" in err
+    assert mine.read_text() == "<html>our wiki page</html>\n"
+    assert main(["report", str(path)]) == 0  # beside RESULTS: acceptance.html, new
+    assert main(["report", str(path)]) == 0  # and again, over its own page
+    assert 'content="cluster-plan acceptance report"' in (tmp_path / "acceptance.html").read_text()
+
+
+def test_acceptance_refuses_a_foreign_report_file_before_it_measures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "acceptance.json").write_text('{"our": "inventory"}\n')
+    lab = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "cluster.yml"
+    argv = ["acceptance", str(lab), "--output-dir", str(out), "--transport", "exec",
+            "--exec-prefix", "false", "--no-history"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'acceptance.json'}: a file that `cluster-plan acceptance` did not write" in err
+    assert (out / "acceptance.json").read_text() == '{"our": "inventory"}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["acceptance.json"]
+
+
+def test_a_report_with_a_number_json_cannot_hold_is_refused(
+    tmp_path: Path, expanded_lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = make_report(expanded_lab)
+    text = json.dumps(report).replace('"gbps": ', '"gbps": NaN, "was": ', 1)
+    path = tmp_path / "acceptance.json"
+    path.write_text(text)
+    assert main(["report", str(path), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert "$.bandwidth[0].gbps is NaN: a number must be finite" in err
+    assert envelope(out)["status"] == "error"
+    assert not (tmp_path / "acceptance.html").exists()
+    with pytest.raises(OutputError, match=r"\$\.bandwidth\[0\]\.gbps is nan"):
+        write_report({**report, "bandwidth": [{"gbps": float("nan")}]}, tmp_path / "out")
+    assert not (tmp_path / "out" / "acceptance.json").exists()

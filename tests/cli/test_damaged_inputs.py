@@ -123,10 +123,12 @@ REPORT_DAMAGE: dict[str, Maker] = {
     **JSON_DAMAGE,
     "wrong-shape": _report_edit(lambda report: report.update(passed="yes", findings={})),
     "null-everything": _report_edit(lambda report: report.update(dict.fromkeys(report))),
+    "nan": _report_edit(lambda report: report.update(version=float("nan"))),
 }
 EXPANDED_DAMAGE: dict[str, Maker] = {
     **JSON_DAMAGE,
     "wrong-shape": _bytes(b'{"hosts": [], "groups": 5}'),
+    "infinity": _bytes(b'{"hosts": {}, "cluster": {"name": "lab"}, "mtu": -Infinity}'),
 }
 SACCT_DAMAGE: dict[str, Maker] = {
     **{k: v for k, v in SPECIAL.items() if k != "dev-zero"},
@@ -344,6 +346,8 @@ def test_the_error_is_one_line_and_says_what_is_wrong(runs: list[tuple[Case, Run
         "racks-not-a-mapping": "racks is not an object",
         "network-without-hosts": "no 'hosts'",
         "version-too-new": "version 99",
+        "nan": "$.version is NaN",
+        "infinity": "$.mtu is -Infinity",
     }
     checked = 0
     for case, proc in runs:

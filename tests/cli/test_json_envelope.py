@@ -253,3 +253,29 @@ def _dests(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str]]:
 def test_no_subcommand_argument_overwrites_the_commands_name() -> None:
     clashes = [path for path, dest in _dests(build_parser()) if path and dest == "command"]
     assert clashes == []
+
+
+def test_a_number_json_cannot_carry_never_reaches_the_envelope() -> None:
+    """A NaN that got past every check before it (a bug) stops the command with an error that
+    says where it stood, rather than printing a document no JSON parser reads."""
+    out, err = io.StringIO(), io.StringIO()
+    reporter = JsonReporter(out, err, command="capacity")
+    reporter.result({"racks": [{"rack": "r1", "power_pct": float("nan")}]}, lambda: "")
+    assert reporter.finish(0) == 2
+    document = envelope(out.getvalue())  # strict: a bare NaN fails here
+    assert document["status"] == "error" and document["exit"] == 2
+    assert document["result"] is None
+    assert "$.result.racks[0].power_pct is nan" in document["error"]["message"]
+    assert "$.result.racks[0].power_pct is nan" in err.getvalue()
+
+
+def test_a_plan_with_nan_gives_no_bare_nan_on_stdout(tmp_path: Path, capsys) -> None:
+    """However the plan's NaN is caught (the plan's checks, or this last guard), stdout is JSON
+    and the command does not exit 0."""
+    lab = Path(__file__).resolve().parents[2] / "inventory" / "lab"
+    plan = tmp_path / "cluster.yml"
+    plan.write_text((lab / "cluster.yml").read_text().replace("power_w: 1600", "power_w: .nan"))
+    shutil.copy(lab / "cluster.lock.json", tmp_path / "cluster.lock.json")
+    code = main(["capacity", str(plan), "--format", "json"])
+    document = envelope(capsys.readouterr().out)
+    assert code != 0 and document["status"] in ("failed", "error")

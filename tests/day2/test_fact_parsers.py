@@ -175,3 +175,42 @@ def test_every_fact_only_reads() -> None:
     )
     for command in commands:
         assert not [w for w in writes if w in command.replace(">/dev/null", "")], command
+
+
+def _status_text(**changes: Any) -> str:
+    status = json.loads(recorded("backup-status-gpu01")["stdout"])
+    for key, value in changes.items():
+        if value is DELETE:
+            status.pop(key)
+        else:
+            status[key] = value
+    return json.dumps(status)
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_status_text(now="soon"), "$.now is not a number"),
+        (_status_text(now=DELETE), "$.now is not a number"),
+        (_status_text(expected="target"), "$.expected is not a list of names"),
+        (_status_text(repositories=["target"]), "$.repositories is not an object"),
+        (_status_text(repositories={"target": {"time": "03:00"}}), "$.repositories.target.time"),
+        (_status_text(repositories={"target": {"ok": "yes"}}), "$.repositories.target.ok"),
+        (_status_text(drills={"target": {"ok": 1}}), "$.drills.target.ok"),
+        (_status_text(max_age_s=[1]), "$.max_age_s is not a number"),
+        (_status_text(now=1.5).replace("1.5", "NaN"), "$.now is NaN"),
+        (_status_text(max_age_s=1.5).replace("1.5", "Infinity"), "$.max_age_s is Infinity"),
+    ],
+)
+def test_a_backup_status_of_the_wrong_shape_names_the_key(text: str, message: str) -> None:
+    with pytest.raises(FactParseError, match="cluster-plan-backup status") as refused:
+        parsers.parse_backup_status(text)
+    assert message in str(refused.value)
+
+
+def test_a_role_manifest_with_a_number_json_cannot_hold_is_an_error() -> None:
+    text = '==> /m/ceph.json <==\n{"precious": [], "port": NaN}\n'
+    assert "$.port is NaN" in parsers.parse_manifests(text)["ceph"]["error"]

@@ -164,11 +164,11 @@ def test_garbled_output_is_a_collector_error_naming_the_line() -> None:
         parse_sinfo("gpu01|training|idle\ngpu02 training idle\n")
 
 
-def test_controller_down_fails_and_keeps_the_previous_file(tmp_path: Path) -> None:
+def test_controller_down_fails_and_removes_the_previous_file(tmp_path: Path) -> None:
     assert run_collector(tmp_path, "slurm", lambda: collect_slurm(runner())) is None
-    before = (tmp_path / "cluster_plan_slurm.prom").read_text()
+    assert (tmp_path / "cluster_plan_slurm.prom").is_file()
     failure = run_collector(tmp_path, "slurm", lambda: collect_slurm(runner(["sinfo"])))
     assert failure is not None and "Unable to contact slurm controller" in failure
-    assert (tmp_path / "cluster_plan_slurm.prom").read_text() == before
+    assert not (tmp_path / "cluster_plan_slurm.prom").exists()
     status = parse((tmp_path / "cluster_plan_collector_slurm.prom").read_text())
     assert status == {("cluster_plan_collector_success", labels(collector="slurm")): 0}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,7 +176,7 @@ def test_documents_made_by_running_the_commands(tmp_path: Path) -> None:
         )
 
 
-def test_cli_writes_the_file_and_keeps_it_when_a_source_breaks(
+def test_cli_writes_the_file_and_removes_it_when_a_source_breaks(
     sources: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "textfiles"
@@ -188,7 +190,7 @@ def test_cli_writes_the_file_and_keeps_it_when_a_source_breaks(
     sources["drift"].write_text("drift: not JSON")
     assert main(argv) == 1
     assert f"{sources['drift']}: not JSON" in capsys.readouterr().err
-    assert (out / "cluster_plan_state.prom").read_text() == before
+    assert not (out / "cluster_plan_state.prom").exists()  # no stale metric served as current
     status = parse((out / "cluster_plan_collector_state.prom").read_text())
     assert status == {("cluster_plan_collector_success", frozenset({("collector", "state")})): 0}
 
@@ -201,7 +203,7 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
 def test_a_backup_document_of_another_shape_is_refused(tmp_path: Path) -> None:
     bad = enveloped("backup status", {"hosts": [{"repository": "local"}]})
     document = saved(tmp_path / "backup.json", bad)
-    with pytest.raises(CollectorError, match="not a list of rows with a `host`"):
+    with pytest.raises(CollectorError, match=r"backup\.json: \$\.hosts\[0\]\.host is not a host"):
         collect_state(None, None, document, None, None)
 
 
@@ -226,3 +228,104 @@ def test_a_command_that_stopped_gives_no_metric_but_its_error(tmp_path: Path) ->
     newer = {**enveloped("drift", {"findings": []}, exit=0), "schema_version": 2}
     with pytest.raises(CollectorError, match="output version 2, not 1"):
         collect_state(None, None, None, saved(tmp_path / "newer.json", newer), None)
+
+
+def _drift(findings: Any) -> dict[str, Any]:
+    return enveloped("drift", {"ok": False, "findings": findings})
+
+
+def _backup(rows: Any) -> dict[str, Any]:
+    return enveloped("backup status", {"hosts": rows, "findings": []})
+
+
+def _row(**fields: Any) -> dict[str, Any]:
+    return {**backup_row("head01", "local", 3600, True), **fields}
+
+
+def _raw(text: str) -> Any:
+    """A document given as text (JSON cannot say NaN: the file can)."""
+    return text
+
+
+# source -> (document, what the message says)
+WRONG_SHAPE = {
+    "drift-findings-a-number": ("drift", _drift(3), "$.findings is not a list"),
+    "drift-a-list": ("drift", [1, 2], "not a JSON object"),
+    "backup-age-text": ("backup", _backup([_row(age_s="x")]), "$.hosts[0].age_s is not a number"),
+    "backup-host-a-list": ("backup", _backup([_row(host=["a"])]), "$.hosts[0].host is not"),
+    "backup-drill-text": ("backup", _backup([_row(drill_ok="yes")]), "$.hosts[0].drill_ok"),
+    "backup-hosts-an-object": ("backup", _backup({"head01": {}}), "$.hosts is not a list"),
+    "backup-age-nan": (
+        "backup",
+        _raw(json.dumps(_backup([_row(age_s=1.5)])).replace("1.5", "NaN")),
+        "$.result.hosts[0].age_s is NaN",
+    ),
+    "drift-infinity": (
+        "drift",
+        _raw(json.dumps(_drift([{"seconds": 1.5}])).replace("1.5", "-Infinity")),
+        "is -Infinity",
+    ),
+}
+
+
+def _state_argv(out: Path, sources: dict[str, Path]) -> list[str]:
+    argv = ["exporter", "state", "--textfile-dir", str(out), "--history", str(sources["history"])]
+    argv += ["--cluster", "lab", "--backup-status", str(sources["backup"])]
+    return [*argv, "--drift", str(sources["drift"])]
+
+
+@pytest.mark.parametrize("case", WRONG_SHAPE)
+def test_a_document_of_the_wrong_shape_drops_the_stale_metrics(
+    case: str, sources: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source that breaks must not leave success 1 and the old metrics standing: the alert
+    CollectorFailing is the only way anyone learns of it."""
+    out = tmp_path / "textfiles"
+    out.mkdir()
+    argv = _state_argv(out, sources)
+    assert main(argv) == 0
+    assert (out / "cluster_plan_state.prom").is_file()
+    source, document, message = WRONG_SHAPE[case]
+    text = document if isinstance(document, str) else json.dumps(document)
+    sources[source].write_text(text)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{sources[source]}: " in err and message in err
+    assert "Traceback" not in err
+    assert not (out / "cluster_plan_state.prom").exists()
+    status = parse((out / "cluster_plan_collector_state.prom").read_text())
+    assert status == {("cluster_plan_collector_success", frozenset({("collector", "state")})): 0}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_a_source_that_is_no_regular_file_is_refused_without_waiting(
+    kind: str, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    """Run as `cluster-plan` runs under its timer (a process of its own, killed if it hangs)."""
+    out = tmp_path / "textfiles"
+    out.mkdir()
+    drift = tmp_path / "drift-source"
+    if kind == "fifo":
+        os.mkfifo(drift)
+    elif kind == "symlink":
+        drift.symlink_to(sources["drift"])
+    else:
+        drift.mkdir()
+    argv = _state_argv(out, {**sources, "drift": drift})
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster_plan", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"{drift}: this is a " in done.stderr and "Traceback" not in done.stderr
+    status = parse((out / "cluster_plan_collector_state.prom").read_text())
+    assert status == {("cluster_plan_collector_success", frozenset({("collector", "state")})): 0}
+
+
+def test_a_history_row_of_the_wrong_type_is_a_collector_error(tmp_path: Path) -> None:
+    history = tmp_path / "history.sqlite"
+    with History(history, create=True) as store:
+        store.record(report("2026-11-30T03:00:00+00:00", True), "p1", None)
+        store.db.execute("UPDATE runs SET generated_at = 'yesterday'")
+    with pytest.raises(CollectorError, match=r"history\.sqlite: run 1: generated_at 'yesterday'"):
+        collect_state(history, "lab", None, None, None)

@@ -56,18 +56,20 @@ def test_success_and_failure_status(tmp_path: Path) -> None:
         raise CollectorError("drift.json: not JSON")
 
     assert run_collector(tmp_path, "state", broken) == "drift.json: not JSON"
-    assert "cluster_plan_drift_findings 3.0" in (tmp_path / "cluster_plan_state.prom").read_text()
     status = (tmp_path / "cluster_plan_collector_state.prom").read_text()
     assert 'cluster_plan_collector_success{collector="state"} 0' in status
-    assert sorted(os.listdir(tmp_path)) == [
-        "cluster_plan_collector_state.prom",
-        "cluster_plan_state.prom",
-    ]
+    # the metrics of the run before are no longer true: removed, not served as current
+    assert sorted(os.listdir(tmp_path)) == ["cluster_plan_collector_state.prom"]
 
 
 def test_bugs_are_not_hidden_as_collector_failures(tmp_path: Path) -> None:
     def bug() -> list[GaugeMetricFamily]:
         raise KeyError("hosts")
 
+    assert run_collector(tmp_path, "state", lambda: gauge(3)) is None
     with pytest.raises(KeyError):
         run_collector(tmp_path, "state", bug)
+    # raised for its traceback, and written as a failure all the same: the alert fires
+    status = (tmp_path / "cluster_plan_collector_state.prom").read_text()
+    assert 'cluster_plan_collector_success{collector="state"} 0' in status
+    assert not (tmp_path / "cluster_plan_state.prom").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -219,15 +220,15 @@ def test_cli_on_this_host_writes_nvml_down_and_success(
     assert "NVML not available" in capsys.readouterr().err
 
 
-def test_unreadable_xid_state_fails_and_keeps_the_previous_file(tmp_path: Path) -> None:
+def test_unreadable_xid_state_fails_and_removes_the_previous_file(tmp_path: Path) -> None:
     state = tmp_path / "xid.json"
     nvml = ReplayNvml(fixture("healthy_8x_h100"))
     assert run_collector(tmp_path, "gpu", lambda: collect_gpu("gpu01", 8, state, nvml, 0)) is None
-    before = (tmp_path / "cluster_plan_gpu.prom").read_text()
+    assert (tmp_path / "cluster_plan_gpu.prom").is_file()
     state.write_text("{not json")
     failure = run_collector(tmp_path, "gpu", lambda: collect_gpu("gpu01", 8, state, nvml, 0))
     assert failure is not None and str(state) in failure
-    assert (tmp_path / "cluster_plan_gpu.prom").read_text() == before
+    assert not (tmp_path / "cluster_plan_gpu.prom").exists()
     status = parse((tmp_path / "cluster_plan_collector_gpu.prom").read_text())
     assert status == {("cluster_plan_collector_success", frozenset({("collector", "gpu")})): 0}
 
@@ -250,3 +251,35 @@ def test_a_gpu_nvml_counts_but_lost_is_not_present(tmp_path: Path) -> None:
     assert samples[("cluster_plan_gpu_present", node())] == 7
     assert ("cluster_plan_gpu_temperature_celsius", gpu(4)) not in samples
     assert samples[("cluster_plan_gpu_temperature_celsius", gpu(5))] == 33 + 5
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"gpus": {"GPU-1": {"gpu": 0, "last": 79, "counts": [79]}}}', "counts is not"),
+        ('{"gpus": {"GPU-1": {"gpu": "0", "last": 79, "counts": {}}}}', "whole-number"),
+        ('{"gpus": {"GPU-1": {"gpu": 0, "last": NaN, "counts": {}}}}', "last is NaN"),
+        ('{"gpus": {"GPU-1": 7}}', "$.gpus.GPU-1 is not an object"),
+    ],
+)
+def test_an_xid_state_of_the_wrong_shape_is_a_collector_error(tmp_path, content, message):
+    state = tmp_path / "xid.json"
+    state.write_text(content)
+    nvml = ReplayNvml(fixture("healthy_8x_h100"))
+    failure = run_collector(tmp_path, "gpu", lambda: collect_gpu("gpu01", 8, state, nvml, 0))
+    assert failure is not None and str(state) in failure and message in failure
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_an_xid_state_that_is_no_regular_file_is_refused(tmp_path, kind):
+    state = tmp_path / "xid.json"
+    real = tmp_path / "real.json"
+    real.write_text('{"gpus": {}}')
+    if kind == "fifo":
+        os.mkfifo(state)  # read as before, it would block the timer's run for ever
+    else:
+        state.symlink_to(real)
+    nvml = ReplayNvml(fixture("healthy_8x_h100"))
+    failure = run_collector(tmp_path, "gpu", lambda: collect_gpu("gpu01", 8, state, nvml, 0))
+    assert failure is not None and f"{state}: this is a" in failure
+    assert real.read_text() == '{"gpus": {}}'

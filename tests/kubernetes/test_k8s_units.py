@@ -271,10 +271,10 @@ def test_a_plan_with_a_vip_gets_kube_vip_on_each_control_plane():
 
 
 def test_write_replaces_an_earlier_rendering(tmp_path):
+    write(render(expanded_plan("k8s-inference")), tmp_path)
+    assert (tmp_path / "kubeadm" / "cp2.yaml").is_file()
     rendering = render(expanded_plan("lab-k8s"))
-    (tmp_path / "kubeadm").mkdir()
-    (tmp_path / "kubeadm" / "gone01.yaml").write_text("old\n")
-    write(rendering, tmp_path)
+    write(rendering, tmp_path)  # the earlier plan's nodes' files go
     on_disk = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.yaml"))
     assert on_disk == sorted(files(rendering))
 

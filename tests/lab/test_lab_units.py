@@ -460,6 +460,12 @@ def test_load_plan_reports_unreadable_input(tmp_path: Path) -> None:
     bad.write_text("{")
     with pytest.raises(UsageError):
         load_plan(str(bad))
+    bad.write_text('{"hosts": {}, "cluster": {"name": "lab", "mtu": NaN}}')
+    with pytest.raises(UsageError, match=r"bad\.json: .*\$\.cluster\.mtu is NaN"):
+        load_plan(str(bad))
+    bad.write_text("[1, 2]")
+    with pytest.raises(UsageError, match=r"bad\.json: not an expanded plan \(a JSON object\)"):
+        load_plan(str(bad))
 
 
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:

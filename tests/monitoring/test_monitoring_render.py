@@ -132,12 +132,13 @@ def test_intervals_and_retention_come_from_the_plan(outputs):
 
 
 def test_render_rewrites_the_directory_exactly(tmp_path, capsys):
+    assert main(["monitoring", "render", str(LAB), "-o", str(tmp_path)]) == 0
     stale = tmp_path / "file_sd" / "ceph.json"
-    stale.parent.mkdir()
-    stale.write_text("[]")
+    assert stale.is_file()
     assert main(["monitoring", "render", str(H100), "-o", str(tmp_path)]) == 0
-    assert not stale.exists()  # the slurm-h100 plan has no Ceph: an earlier file goes
+    assert not stale.exists()  # the slurm-h100 plan has no Ceph: the earlier file goes
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        ".cluster-plan-files.json",  # what the command wrote here: it removes nothing else
         "alertmanager.yml",
         "dashboards/group-gpu.json",
         "dashboards/group-head.json",
@@ -237,3 +238,16 @@ def test_port_speeds_follow_each_rack_s_switch_and_a_nic_s_own_speed():
         'node_network_speed_bytes{job="node",node_group="cpu",device="eno1"} < 125000000'
     )
     assert ("cpu", "ens1", "25") in speed and ("head", "ens1", "10") in speed
+
+
+def test_a_nan_that_reaches_a_json_file_is_an_error_naming_it():
+    """The plan's checks refuse NaN; should one get past them, the JSON file that would carry
+    it is named, and no bare NaN is written."""
+    from cluster_plan.api import load_expanded
+    from cluster_plan.monitoring.render import render
+    from cluster_plan.output_files import OutputError
+
+    expanded = load_expanded(H100)
+    expanded["acceptance"]["gpu"]["max_temp_c"] = float("nan")
+    with pytest.raises(OutputError, match=r"^dashboards/[\w-]+\.json: cannot be written as JSON"):
+        render(expanded)

@@ -176,3 +176,34 @@ def test_a_dashboard_view_lists_series_in_natural_order(h100):
     section = html[html.index("<h3>GPU power per node</h3>") :]
     assert section.index("<td>cpu1</td>") < section.index("<td>gpu2</td>")
     assert section.index("<td>gpu2</td>") < section.index("<td>gpu10</td>")
+
+
+def test_the_page_and_saved_answers_replace_only_their_own_files(tmp_path, capsys):
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps(hostile_answers()))
+    page, saved = tmp_path / "status.html", tmp_path / "saved.json"
+    argv = ["monitoring", "status", "--from-json", str(answers), "-o", str(page)]
+    assert main(argv) == 0
+    assert main(argv) == 0  # its own page again
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine\n")
+    assert main(["monitoring", "status", "--from-json", str(answers), "-o", str(mine)]) == 2
+    assert "did not write; left as it is" in capsys.readouterr().err
+    assert mine.read_text() == "mine\n"
+    saved.write_text("mine\n")
+    argv = ["monitoring", "status", "--url", "http://127.0.0.1:9", "--save-json", str(saved)]
+    assert main(argv) == 2  # refused before Prometheus is asked
+    assert f"{saved}: a file that `cluster-plan monitoring status` did not write" in (
+        capsys.readouterr().err
+    )
+    assert saved.read_text() == "mine\n"
+
+
+def test_answers_with_a_number_json_cannot_hold_are_refused(tmp_path, capsys):
+    answers = hostile_answers()
+    answers["time"] = "TIME"
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers).replace('"TIME"', "NaN"))
+    assert main(["monitoring", "status", "--from-json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not Prometheus API answers: $.time is NaN" in err

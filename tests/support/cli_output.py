@@ -13,9 +13,13 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "cli-output.sche
 VALIDATOR = Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 
 
+def _not_json(literal: str) -> Any:
+    raise AssertionError(f"{literal} in the output: JSON has no such number")
+
+
 def envelope(stdout: str) -> dict[str, Any]:
     """The whole document; AssertionError naming the first schema error."""
-    document = json.loads(stdout)
+    document = json.loads(stdout, parse_constant=_not_json)  # NaN, Infinity: not JSON
     problems = sorted(VALIDATOR.iter_errors(document), key=lambda e: list(e.absolute_path))
     assert not problems, f"{problems[0].json_path}: {problems[0].message}"
     assert isinstance(document, dict)

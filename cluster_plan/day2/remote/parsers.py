@@ -2,14 +2,17 @@
 
 Each takes the command's standard output as text and returns plain data (JSON types), so
 that it can be tested against recorded outputs (tests/remote/fixtures) without a host.
-Malformed output raises FactParseError naming what was wrong, never anything else.
+Malformed output raises FactParseError naming what was wrong, never anything else. JSON is
+read with cluster_plan.plan.input_files' rules: NaN and Infinity are refused with their key.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from typing import Any
+
+from cluster_plan.plan.input_files import InputError, parse_json
 
 # The marker a multi-part fact prints before each part: "==> NAME <==" (as `tail` does).
 PART = re.compile(r"^==> (.+) <==$")
@@ -21,9 +24,9 @@ class FactParseError(ValueError):
 
 def _json(text: str, what: str) -> Any:
     try:
-        return json.loads(text or "null")
-    except ValueError as exc:
-        raise FactParseError(f"{what}: not JSON ({exc})") from None
+        return parse_json(text or "null", what)
+    except InputError as exc:
+        raise FactParseError(str(exc)) from None
 
 
 def parts(text: str) -> dict[str, str]:
@@ -113,9 +116,9 @@ def parse_manifests(text: str) -> dict[str, dict[str, Any]]:
     for path, body in parts(text).items():
         role = path.rsplit("/", 1)[-1].removesuffix(".json")
         try:
-            data = json.loads(body)
-        except ValueError as exc:
-            manifests[role] = {"error": f"{path}: not JSON ({exc})"}
+            data = parse_json(body, path)
+        except InputError as exc:
+            manifests[role] = {"error": str(exc)}
             continue
         if not isinstance(data, dict):
             manifests[role] = {"error": f"{path}: not a JSON object"}
@@ -203,4 +206,53 @@ def parse_backup_status(text: str) -> dict[str, Any]:
     data = _json(text, "cluster-plan-backup status")
     if not isinstance(data, dict):
         raise FactParseError("cluster-plan-backup status: not a JSON object")
+    problem = _backup_status_problem(data)
+    if problem is not None:
+        raise FactParseError(f"cluster-plan-backup status: {problem}")
     return data
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# key -> (test, what it should be); None passes for each but `now`
+_REPOSITORY = {
+    "time": (_is_number, "a number"),
+    "archive": (lambda v: isinstance(v, str), "text"),
+    "ok": (lambda v: isinstance(v, bool), "true or false"),
+    "error": (lambda v: isinstance(v, str), "text"),
+    "original_size": (_is_number, "a number"),
+    "deduplicated_size": (_is_number, "a number"),
+}
+_DRILL = {"ok": _REPOSITORY["ok"], "message": _REPOSITORY["error"]}
+
+
+def _backup_status_problem(data: dict[str, Any]) -> str | None:
+    """What in a node's status document is not of its type (the judge does arithmetic and
+    comparisons on it), as `$.key is not ...`; None when all is."""
+    if not _is_number(data.get("now")):
+        return f"$.now is not a number: {data.get('now')!r}"
+    if data.get("max_age_s") is not None and not _is_number(data["max_age_s"]):
+        return f"$.max_age_s is not a number: {data['max_age_s']!r}"
+    expected = data.get("expected", [])
+    if not isinstance(expected, list) or not all(isinstance(e, str) for e in expected):
+        return f"$.expected is not a list of names: {expected!r}"
+    for section, fields in (("repositories", _REPOSITORY), ("drills", _DRILL)):
+        problem = _entries_problem(data.get(section) or {}, f"$.{section}", fields)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _entries_problem(entries: Any, where: str, fields: dict[str, Any]) -> str | None:
+    if not isinstance(entries, dict):
+        return f"{where} is not an object"
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            return f"{where}.{name} is not an object"
+        for key, (test, words) in fields.items():
+            value = entry.get(key)
+            if value is not None and not test(value):
+                return f"{where}.{name}.{key} is not {words}: {value!r}"
+    return None
