@@ -39,14 +39,17 @@ from cluster_plan.day2.change.operations import (
     plan_operations,
     render,
 )
+from cluster_plan.day2.change.playbooks import stages_of
 from cluster_plan.views.diff import deployed_pair, diff_expanded
 
 REPO = Path(__file__).resolve().parents[2]
+STAGES = stages_of(REPO / "site.yml")
 
 
 def operations(old: Path, new: Path, **options: Any) -> list[Operation]:
     before, after = deployed_pair(old, new)
-    return plan_operations(before, after, diff_expanded(before, after), Options(**options))
+    chosen = Options(stages=STAGES, **options)
+    return plan_operations(before, after, diff_expanded(before, after), chosen)
 
 
 def actions(op: Operation) -> list[str]:
@@ -83,7 +86,7 @@ def test_a_shrunk_group_drains_then_forgets_then_retires_and_reconfigures(plans)
     assert "cpu02" not in ops[1].hosts
     # forget already gave every Slurm host slurm.conf without cpu02: the rest learn of it
     stages = [stage for stage, _, _ in ops[1].steps[0].param("plays")]
-    assert stages == ["playbooks/common.yml", "playbooks/monitoring.yml"]
+    assert stages == ["common", "monitoring"]
     wait = ops[0].steps[1]
     assert wait.param("timeout_s") == 600 and wait.param("force") is False
     forced = operations(plans["grown"], plans["lab"], force=True, drain_timeout_s=30)
@@ -361,7 +364,8 @@ def test_without_yes_and_no_terminal_nothing_runs(plans, tmp_path):
 def test_a_refused_change_exits_3_with_each_reason(plans, tmp_path):
     done = cli("change", str(plans["lab"]), str(plans["lab"]), "--replace", "nope", "--yes")
     assert done.returncode == 3
-    assert "refused: --replace nope: no such host" in done.stderr
+    assert "refused: --replace nope: no such host" in done.stdout
+    assert "refused (1 reason(s)): --replace nope: no such host" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -383,7 +387,9 @@ def test_options_reach_the_operations():
     args = argparse.Namespace(replace=["a"], batch=3, force=True, drain_timeout=9)
     from cluster_plan.day2.change.command import _options
 
-    assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
+    assert _options(args, ("common",)) == Options(
+        stages=("common",), replace=("a",), batch=3, force=True, drain_timeout_s=9
+    )
 
 
 def inform_runs(
@@ -407,8 +413,8 @@ def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monke
     inform, runs = inform_runs(plans, "grown", monkeypatch)
     everyone = inform.hosts
     assert runs == [
-        (("playbooks/common.yml", "playbooks/slurm.yml"), everyone, "peers"),
-        (("playbooks/monitoring.yml",), ("head01",), ""),
+        (("common", "slurm"), everyone, "peers"),
+        (("monitoring",), ("head01",), ""),
     ]
     assert "common.yml [peers]" in inform.detail
 
@@ -423,12 +429,12 @@ def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
     cluster-wide change still runs every stage on every host."""
     inform, runs = inform_runs(plans, "osd", monkeypatch)
     assert runs == [
-        (("playbooks/common.yml",), inform.hosts, "peers"),
-        (("playbooks/monitoring.yml",), ("head01",), ""),
+        (("common",), inform.hosts, "peers"),
+        (("monitoring",), ("head01",), ""),
     ]
     _, reconfigure = operations(plans["osd"], plans["lab"])  # the removal
     plays = dict((stage, hosts) for stage, hosts, _ in reconfigure.steps[0].param("plays"))
-    assert "playbooks/storage.yml" not in plays and "playbooks/common.yml" in plays
+    assert "storage" not in plays and "common" in plays
 
     _, grown = deployed_pair(plans["lab"], plans["osd"])
     daemons = tuple(
@@ -436,9 +442,9 @@ def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
     )
     assert "osdn01" in daemons and not {"cpu01", "gpu01", "infer01"} & set(daemons)
     mds = {"roles": ["ceph_mds"]}
-    storage = _inform(grown, _inform_stages([mds], grown), "told")
+    storage = _inform(grown, _inform_stages([mds], grown, STAGES), "told")
     plays = dict((stage, hosts) for stage, hosts, _ in storage.param("plays"))
-    assert plays["playbooks/storage.yml"] == daemons
+    assert plays["storage"] == daemons
 
     # a change of the cluster's own settings: every stage, in full, on every host
     def slower_scrapes(plan: dict[str, Any]) -> None:
@@ -462,7 +468,7 @@ def test_a_new_host_is_converged_with_the_acceptance_tools_but_nothing_measured(
     )
     runner.run_step(context(plans, FakeExecutor({}), "lab", "grown"), add, converge)
     ((books, limit, extra),) = runs
-    assert books[-1] == "playbooks/acceptance.yml" and limit == ("cpu02",)
+    assert books == STAGES and books[-1] == "acceptance" and limit == ("cpu02",)
     assert extra == ("-e", "net_acceptance_run=false")
 
 
@@ -540,8 +546,8 @@ def test_a_host_setting_that_is_neither_version_nor_hardware_reconfigures_everyt
     assert reconfigure.kind == "reconfigure"
     plays = {stage: hosts for stage, hosts, _ in reconfigure.steps[0].param("plays")}
     assert {tags for _, _, tags in reconfigure.steps[0].param("plays")} == {""}  # in full
-    assert plays["playbooks/monitoring.yml"] == reconfigure.hosts  # everywhere
-    assert "playbooks/storage.yml" in plays
+    assert plays["monitoring"] == reconfigure.hosts  # everywhere
+    assert "storage" in plays
 
 
 def test_an_upgraded_storage_node_is_asked_ok_to_stop_before_its_converge(plans, tmp_path):

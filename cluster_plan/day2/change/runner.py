@@ -21,17 +21,15 @@ from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.day2.change.journal import Journal
 from cluster_plan.day2.change.operations import (
     CONVERGE_VARS,
-    INFORM_STAGES,
     PEERS_TAG,
-    STAGES,
     Operation,
     Step,
     hosts_text,
 )
+from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
 
-REPO = Path(__file__).resolve().parents[3]
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
 # each look is one command on one host, and a wait ends on average half a poll after its cause.
 POLL_S = 2.0
@@ -58,6 +56,8 @@ class Context:
     check_timeout_s: float = CHECK_TIMEOUT_S
     state_dir: Path = Path("reports")
     sleep: Callable[[float], None] = time.sleep
+    # the stage playbooks (`--playbooks`, the checkout's or the installed collection's)
+    playbooks: Playbooks = field(default_factory=lambda: locate(None))
 
     def host(self, name: str) -> Host:
         hosts = self.new["hosts"] if name in self.new["hosts"] else self.old["hosts"]
@@ -122,11 +122,12 @@ def _wait(ctx: Context, what: str, timeout: float, probe: Callable[[], str | Non
 
 def playbook(
     ctx: Context,
-    playbooks: tuple[str, ...],
+    stages: tuple[str, ...],
     limit: tuple[str, ...],
     tags: str = "",
     extra: tuple[str, ...] = (),
 ) -> None:
+    """Run `stages` (names of site.yml's stages) in one ansible-playbook run."""
     argv = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i",
@@ -136,11 +137,13 @@ def playbook(
         *(("--tags", tags) if tags else ()),
         *extra,
         *ctx.ansible_args,
-        *playbooks,
+        *(ctx.playbooks.argument(stage) for stage in stages),
     ]
     ctx.say(f"  $ {shlex.join(argv)}")
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        argv, cwd=ctx.playbooks.cwd, env=env, capture_output=True, text=True, check=False
+    )
     recap = proc.stdout[proc.stdout.rfind("PLAY RECAP") :] if "PLAY RECAP" in proc.stdout else ""
     if recap:
         ctx.say("  " + recap.strip().replace("\n", "\n  "))
@@ -417,7 +420,7 @@ def forget(ctx: Context, step: Step) -> None:
         for h, s in ctx.new["hosts"].items()
         if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
     )
-    playbook(ctx, ("playbooks/slurm.yml",), slurm_hosts, PEERS_TAG)
+    playbook(ctx, ("slurm",), slurm_hosts, PEERS_TAG)
 
 
 def retire(ctx: Context, step: Step) -> None:
@@ -527,7 +530,7 @@ def _check_host(ctx: Context, host: str) -> None:
 def inform(ctx: Context, step: Step) -> None:
     """The stages in order, one ansible-playbook run per run of stages on the same hosts
     with the same tags."""
-    plays = step.param("plays") or tuple((stage, step.hosts, "") for stage in INFORM_STAGES)
+    plays = step.param("plays", ())
     group: list[str] = []
     limit: tuple[tuple[str, ...], str] = ((), "")
     for stage, hosts, tags in (*plays, ("", (), "")):
@@ -543,7 +546,7 @@ def run_step(ctx: Context, op: Operation, step: Step) -> None:
     if step.action == "provision":
         provision(ctx, step, op.kind)
     elif step.action == "converge":
-        playbook(ctx, STAGES, step.hosts, extra=CONVERGE_VARS)
+        playbook(ctx, tuple(step.param("stages", ())), step.hosts, extra=CONVERGE_VARS)
     elif step.action == "inform":
         inform(ctx, step)
     else:
