@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cluster_plan.acceptance.execution import CommandResult, Executor
-from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.journal import Journal, JournalError, read_small, write_whole
 from cluster_plan.day2.change.operations import (
     CONVERGE_VARS,
     PEERS_TAG,
@@ -201,11 +201,13 @@ def _wait_for_new_machines(ctx: Context, hosts: tuple[str, ...]) -> None:
     before: dict[str, str] = {}
     for host in hosts:
         record = ctx.state_dir / f"replace-{host}.machine-id"
-        if not record.exists():
+        if not os.path.lexists(record):
             seen = ctx.sh(host, "cat /etc/machine-id", timeout=20)
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(seen.stdout.strip() if seen.rc == 0 else "")
-        before[host] = record.read_text().strip()
+            write_whole(record, seen.stdout.strip() if seen.rc == 0 else "")
+        try:
+            before[host] = read_small(record).strip()
+        except JournalError as exc:
+            raise StepFailed(str(exc)) from None
     ctx.say(
         f"  re-provision {', '.join(hosts)} now (install the OS and the cluster's SSH key); "
         f"waiting up to {PROVISION_TIMEOUT_S // 60} min for each to answer as a new machine"
