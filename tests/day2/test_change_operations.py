@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from slurm_nodes import node_line
 from support.change_plans import (
     LAB_PLAN,
     grow_cpu,
@@ -203,7 +204,7 @@ def test_replacing_an_unknown_host_is_refused(plans):
 def test_render_lists_each_operation_and_its_steps(plans):
     text = render(operations(plans["grown"], plans["lab"]))
     assert text.splitlines()[0] == "1. remove cpu02: gone from the plan"
-    assert "   - drain cpu02 in the scheduler (reason: cluster-plan change: removal)" in text
+    assert "   - drain cpu02 in the scheduler (reason: cluster-plan:change: removal)" in text
     assert "2. reconfigure all 9 hosts" in text
     assert render([]).startswith("no operations")
 
@@ -275,12 +276,13 @@ def context(plans: dict[str, Path], executor: FakeExecutor, old: str, new: str) 
 
 
 def test_drain_and_a_bounded_wait_for_the_jobs_then_requeue_on_force(plans, monkeypatch):
-    executor = FakeExecutor({"squeue": [(0, "41\n")]})
+    executor = FakeExecutor({"show node": [(0, node_line("cpu02", "MIXED"))],
+                             "squeue": [(0, "41\n")]})  # fmt: skip
     ctx = context(plans, executor, "grown", "lab")
-    runner.drain(ctx, Step("drain", ("cpu02",), "", (("reason", "cluster-plan change: x"),)))
+    runner.drain(ctx, Step("drain", ("cpu02",), "", (("why", "x"),)))
     assert executor.calls[-1] == (
         "head01",
-        "scontrol update NodeName=cpu02 State=DRAIN Reason='cluster-plan change: x'",
+        "scontrol update NodeName=cpu02 State=DRAIN 'Reason=cluster-plan:change: x'",
     )
     monkeypatch.setattr(runner, "POLL_S", 0.0)
     with pytest.raises(runner.StepFailed, match=r"running job\(s\) 41 after 0 s.*--force"):
@@ -291,7 +293,9 @@ def test_drain_and_a_bounded_wait_for_the_jobs_then_requeue_on_force(plans, monk
 
 
 def test_a_health_check_that_fails_names_the_host_and_leaves_it_drained(plans, monkeypatch):
-    executor = FakeExecutor({"sinfo --noheader": [(0, "idle\n")], "sinfo -h -N": [(0, "general\n")],
+    executor = FakeExecutor({"sinfo --noheader": [(0, "idle\n")],
+                             "sinfo -h -N": [(0, "general\n")],
+                             "show node": [(0, node_line("cpu01"))],
                              "srun": [(1, "")]})  # fmt: skip
     ctx = context(plans, executor, "lab", "lab")
     with pytest.raises(
@@ -299,10 +303,14 @@ def test_a_health_check_that_fails_names_the_host_and_leaves_it_drained(plans, m
     ):
         runner.check(ctx, Step("check", ("cpu01",), ""))
     assert any(
-        "State=DRAIN Reason='cluster-plan change: failed its health" in c for _, c in executor.calls
+        "State=DRAIN 'Reason=cluster-plan:change: failed its health" in c for _, c in executor.calls
     )
+    # its next try: the change's own drain is lifted first
+    drained = node_line("cpu01", "IDLE+DRAIN", "cluster-plan:change: failed its health check")
+    executor.answers["show node"] = [(0, drained)]
     executor.answers["srun"] = [(0, "cpu01\n")]
     runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert ("head01", "scontrol update NodeName=cpu01 State=RESUME") in executor.calls
     assert any("--partition=general --nodelist=cpu01" in c for _, c in executor.calls)
 
 
@@ -560,12 +568,15 @@ def test_an_upgraded_storage_node_is_asked_ok_to_stop_before_its_converge(plans,
 
 
 def test_an_operator_s_own_drain_is_kept_and_never_lifted(plans):
-    executor = FakeExecutor({"--format=%E": [(0, "bad DIMM\n")], "--format=%T": [(0, "drained\n")]})
+    operator = node_line("cpu01", "IDLE+DRAIN", "bad DIMM")
+    executor = FakeExecutor({"show node": [(0, operator)]})
     ctx = context(plans, executor, "lab", "lab")
-    runner.drain(ctx, Step("drain", ("cpu01",), "", (("reason", "cluster-plan change: x"),)))
+    runner.drain(ctx, Step("drain", ("cpu01",), "", (("why", "x"),)))
     runner.resume(ctx, Step("resume", ("cpu01",), ""))
     assert not any("State=" in c for _, c in executor.calls)
-    executor.answers["--format=%E"] = [(0, "cluster-plan change: upgrade\n")]
+    assert "its reason kept" in ctx.log.getvalue() and "stays drained" in ctx.log.getvalue()
+    ours = node_line("cpu01", "IDLE+DRAIN", "cluster-plan:change: upgrade")
+    executor.answers["show node"] = [(0, ours)]
     runner.resume(ctx, Step("resume", ("cpu01",), ""))
     assert ("head01", "scontrol update NodeName=cpu01 State=RESUME") in executor.calls
 

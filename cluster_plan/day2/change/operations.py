@@ -19,6 +19,7 @@ from typing import Any
 
 from cluster_plan.plan.contract import ExpandedPlan, Host
 from cluster_plan.plan.findings import format_path
+from cluster_plan.slurm.drain import reason_for
 from cluster_plan.views.diff import Change
 
 # A host is brought to its converged state with every stage of site.yml, in its order (the
@@ -81,6 +82,10 @@ class Refusal:
             "host": self.host,
             "message": self.message,
         }
+
+
+# Whose drains a change makes (cluster_plan.slurm.drain): it resumes those and no other.
+DRAIN_OWNER = "change"
 
 
 class ChangeRefused(Exception):
@@ -357,8 +362,8 @@ def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
             Step(
                 "drain",
                 (host,),
-                f"drain {host} in the scheduler (reason: cluster-plan change: {why})",
-                (("reason", f"cluster-plan change: {why}"),),
+                f"drain {host} in the scheduler (reason: {reason_for(DRAIN_OWNER, why)})",
+                (("why", why),),
             ),
             Step(
                 "wait-jobs",

@@ -21,6 +21,7 @@ from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.day2.change.journal import Journal, JournalError, read_small, write_whole
 from cluster_plan.day2.change.operations import (
     CONVERGE_VARS,
+    DRAIN_OWNER,
     PEERS_TAG,
     Operation,
     Step,
@@ -29,6 +30,7 @@ from cluster_plan.day2.change.operations import (
 from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.slurm import drain as slurm_drain
 
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
 # each look is one command on one host, and a wait ends on average half a poll after its cause.
@@ -225,28 +227,31 @@ def _wait_for_new_machines(ctx: Context, hosts: tuple[str, ...]) -> None:
           old_or_down)  # fmt: skip
 
 
-OURS = "cluster-plan change"
+def _slurm(ctx: Context) -> slurm_drain.Run:
+    """Slurm's client commands, run on the first controller."""
+    controller = _controller(ctx)
 
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        result = ctx.sh(controller, shlex.join(argv))
+        return result.rc, result.stdout, result.stderr
 
-def _drain_reason(ctx: Context, host: str) -> str:
-    """The reason Slurm holds for a drained or down node ("" when none)."""
-    out = ctx.sh(_controller(ctx), f"sinfo --noheader --nodes={host} --format=%E").stdout
-    return out.strip().splitlines()[0].strip() if out.strip() else ""
+    return run
 
 
 def drain(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
+    """The project's one drain (cluster_plan.slurm.drain), owned by the change: a node drained
+    already for anyone else's reason keeps it, and stays drained after."""
     for host in step.hosts:
         if _scheduler(ctx) != "slurm":
-            ctx.must(controller, _kubectl(f"cordon {host}"))
+            ctx.must(_controller(ctx), _kubectl(f"cordon {host}"))
             continue
-        held = _drain_reason(ctx, host)
-        if _node_state(ctx, host).startswith("drain") and held and not held.startswith(OURS):
-            # someone drained it for their own reason: keep it (and it stays drained after)
-            ctx.say(f"  {host} is already drained ({held}): left so")
-            continue
-        reason = shlex.quote(str(step.param("reason", OURS)))
-        ctx.must(controller, f"scontrol update NodeName={host} State=DRAIN Reason={reason}")
+        why = str(step.param("why", "drained"))
+        try:
+            decision = slurm_drain.drain(_slurm(ctx), host, DRAIN_OWNER, why)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
 
 
 def _pods_on(ctx: Context, host: str) -> str | None:
@@ -290,28 +295,18 @@ def _wait_pods(ctx: Context, host: str, timeout: float, force: bool) -> None:
 
 
 def wait_jobs(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
     timeout = float(step.param("timeout_s", 600))
     force = bool(step.param("force", False))
     for host in step.hosts:
         if _scheduler(ctx) == "kubernetes":
             _wait_pods(ctx, host, timeout, force)
             continue
-
-        def jobs(host: str = host) -> str | None:
-            out = ctx.must(controller, f"squeue --noheader --nodelist={host} --format=%i")
-            ids = out.split()
-            return f"running job(s) {', '.join(ids)}" if ids else None
-
-        if still := jobs():
-            ctx.say(f"  {host}: {still}")
-        if force and still:
-            ids = " ".join(ctx.must(controller, f"squeue -h -w {host} -o %i").split())
-            ctx.say(f"  --force: requeueing job(s) {ids} from {host}")
-            ctx.must(controller, f"scontrol requeue {ids}")
         try:
-            _wait(ctx, f"drain of {host}", timeout, jobs)
-        except StepFailed as exc:
+            slurm_drain.wait_for_jobs(
+                _slurm(ctx), host, timeout, requeue=force, poll_s=POLL_S, sleep=ctx.sleep,
+                say=lambda text: ctx.say(f"  {text}"),
+            )  # fmt: skip
+        except slurm_drain.DrainError as exc:
             raise StepFailed(
                 f"{exc}: they keep {host}; wait and run the change again (it continues here), "
                 "or pass --force to requeue them"
@@ -440,17 +435,19 @@ def retire(ctx: Context, step: Step) -> None:
 
 
 def resume(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
+    """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
     for host in step.hosts:
         if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
             continue
         if _scheduler(ctx) == "kubernetes":
-            ctx.must(controller, _kubectl(f"uncordon {host}"))
+            ctx.must(_controller(ctx), _kubectl(f"uncordon {host}"))
             continue
-        state = _node_state(ctx, host)
-        # only a drain of this command's: an operator's own drain is theirs to lift
-        if state.startswith(("drain", "down")) and _drain_reason(ctx, host).startswith(OURS):
-            ctx.must(controller, f"scontrol update NodeName={host} State=RESUME")
+        try:
+            decision = slurm_drain.resume(_slurm(ctx), host, DRAIN_OWNER)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
 
 
 def _slurm_check(ctx: Context, host: str) -> None:
@@ -506,8 +503,7 @@ def check(ctx: Context, step: Step) -> None:
         except StepFailed as exc:
             if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
                 # no job lands on a host that failed its check
-                reason = (("reason", f"{OURS}: failed its health check"),)
-                drain(ctx, Step("drain", (host,), "", reason))
+                drain(ctx, Step("drain", (host,), "", (("why", "failed its health check"),)))
                 raise StepFailed(f"{exc}; {host} is drained") from None
             raise
         ctx.say(f"  {host}: healthy")
