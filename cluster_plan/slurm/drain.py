@@ -49,9 +49,11 @@ class NodeStatus:
     reason: str  # without Slurm's "[user@time]"
 
     @property
-    def out_of_service(self) -> bool:
-        """Drained, draining or down: a node something holds out of service."""
-        return "DRAIN" in self.flags or self.state in ("DOWN", "FAIL") or "FAIL" in self.flags
+    def held(self) -> bool:
+        """Drained, draining or failed: held out of service by someone's decision. A node that
+        is only DOWN is Slurm's view of one that does not answer (it returns by itself on
+        registering, ReturnToService=2): a drain holds it."""
+        return bool({"DRAIN", "FAIL"} & self.flags) or self.state == "FAIL"
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def parse_node(text: str, node: str) -> NodeStatus:
 
 
 def decide_drain(status: NodeStatus, owner: str) -> Decision:
-    if not status.out_of_service:
+    if not status.held:
         return Decision("drain", f"{status.name} drained by {owner}")
     if owner_of(status.reason) == owner:
         return Decision("none", f"{status.name} is drained by {owner} already")
@@ -121,7 +123,7 @@ def decide_drain(status: NodeStatus, owner: str) -> Decision:
 
 
 def decide_resume(status: NodeStatus, owner: str) -> Decision:
-    if not status.out_of_service:
+    if not (status.held or status.state == "DOWN"):
         return Decision("none", f"{status.name} is not drained")
     if owner_of(status.reason) == owner:
         return Decision("resume", f"{status.name} resumed (its drain was {owner}'s)")

@@ -13,8 +13,9 @@ description:
   - >-
     With I(state=drained), drains the node with the reason C(cluster-plan:OWNER: REASON) and
     waits (at most I(timeout) seconds) until no job runs on it. A node that is already drained,
-    draining or down for anyone else's reason is left as it is, its reason kept, and reported
-    (C(held_by)); the jobs on it are still waited for.
+    draining or failed for anyone else's reason is left as it is, its reason kept, and
+    reported (C(held_by)); the jobs on it are still waited for. A node that is only down (not
+    answering) is drained.
   - >-
     With I(state=resumed), resumes the node only when its current drain is I(owner)'s; a node
     drained by anyone else stays drained and is reported.

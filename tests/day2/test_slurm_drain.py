@@ -44,12 +44,12 @@ class Slurm:
 def test_a_recorded_line_parses_with_state_flags_and_reason():
     idle = parse_node(node_line(), "cpu01")
     assert (idle.state, idle.flags, idle.reason) == ("IDLE", frozenset(), "")
-    assert not idle.out_of_service
+    assert not idle.held
     drained = parse_node(node_line(state="IDLE+DRAIN", reason="bad DIMM in slot 3"), "cpu01")
     assert drained.flags == {"DRAIN"} and drained.reason == "bad DIMM in slot 3"
-    assert drained.out_of_service
+    assert drained.held
     down = parse_node(node_line(state="DOWN*", reason="Not responding"), "cpu01")
-    assert down.state == "DOWN" and "NOT_RESPONDING" in down.flags and down.out_of_service
+    assert down.state == "DOWN" and "NOT_RESPONDING" in down.flags and not down.held
     with pytest.raises(DrainError, match="no node gpu09"):
         parse_node(node_line(), "gpu09")
 
@@ -83,9 +83,10 @@ def test_a_node_in_service_is_drained_with_the_owner_s_tag():
     [
         ("IDLE+DRAIN", "bad DIMM in slot 3"),  # an operator's drain
         ("MIXED+DRAIN", "cluster-plan:change: upgrade"),  # a change's, around a converge
-        ("DOWN*", "Not responding"),  # Slurm's own
+        ("DOWN+DRAIN", "power supply replaced, awaiting burn-in"),  # an operator's, down too
+        ("IDLE+FAIL", "failing DIMM"),  # an operator's `State=FAIL`
     ],
-    ids=["operator", "another-owner", "down"],
+    ids=["operator", "another-owner", "down-and-drained", "failed"],
 )
 def test_a_node_held_by_anyone_else_is_neither_redrained_nor_resumed(state, reason):
     slurm = Slurm(node_line(state=state, reason=reason))
@@ -104,6 +105,16 @@ def test_the_owner_s_own_drain_is_resumed_and_a_second_drain_changes_nothing():
     assert slurm.updates == []
     assert drain.resume(slurm, "cpu01", "nvidia_driver").action == "resume"
     assert slurm.updates == [["scontrol", "update", "NodeName=cpu01", "State=RESUME"]]
+
+
+def test_a_node_only_down_is_drained_so_that_it_does_not_come_back_by_itself():
+    """Slurm's own DOWN (not answering) returns on registration: a failed health check's
+    drain holds it, and its owner lifts it (DOWN and DRAIN at once) later."""
+    slurm = Slurm(node_line(state="DOWN*", reason="Not responding"))
+    assert drain.drain(slurm, "cpu01", "change", "failed its health check").action == "drain"
+    assert drain.resume(slurm, "cpu01", "change").action == "none"  # Slurm's, not ours
+    ours = Slurm(node_line(state="DOWN*+DRAIN", reason="cluster-plan:change: failed"))
+    assert drain.resume(ours, "cpu01", "change").action == "resume"
 
 
 def test_check_mode_decides_and_changes_nothing():
