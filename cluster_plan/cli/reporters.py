@@ -104,6 +104,12 @@ class Reporter(abc.ABC):
         """A line for people only (what was written where); programs read the result."""
         print(message, file=self.err)
 
+    @property
+    def progress(self) -> TextIO:
+        """Where a long command writes what it does as it goes, for people: stderr, where
+        stdout is kept for one document."""
+        return self.err
+
     def plan_error(self, exc: PlanError) -> None:
         """The plan the command needed fails its checks (or cannot be read): its findings."""
         first = exc.findings[0].file if exc.findings else None
@@ -122,6 +128,10 @@ class Reporter(abc.ABC):
 
 class TextReporter(Reporter):
     """For people: results on stdout, findings and errors on stderr."""
+
+    @property
+    def progress(self) -> TextIO:
+        return self.out  # beside the results people read
 
     def files(self, reports: Sequence[FileReport]) -> None:
         for report in reports:
@@ -275,6 +285,10 @@ def dump_yaml(data: Any, out: TextIO) -> None:
 
 class YamlReporter(TextReporter):
     """Structured results as YAML (what `expand` prints by default), the rest as text."""
+
+    @property
+    def progress(self) -> TextIO:
+        return self.err  # stdout holds one YAML document
 
     def result(
         self,

@@ -68,6 +68,61 @@ _HOST_RULES: dict[str, str] = {
     "node_group": "none",
     "index": "none",
 }
+# Settings whose change loses data or needs a migration that no converge carries out,
+# whatever their impact: (path, the kinds of change) -> what is lost or must be done by hand.
+# A pattern matches a path of its own length ("*" any one key).
+_LOSSES: dict[tuple[str, ...], tuple[frozenset[str], str]] = {
+    ("storage", "ceph", "pools", "*"): (
+        frozenset({"removed"}),
+        "the pool and its data are deleted, or left behind unmanaged",
+    ),
+    ("storage", "ceph", "release"): (
+        frozenset({"changed", "added"}),
+        "a new Ceph release is an upgrade of every daemon in order (monitors first), which no "
+        "converge carries out (it installs packages that are missing, never newer ones)",
+    ),
+    ("storage", "ceph", "cephfs", "name"): (
+        frozenset({"changed"}),
+        "a new file system is made: the files stay in the old one, which nothing mounts",
+    ),
+    ("storage", "ceph", "cephfs", "data_pool"): (
+        frozenset({"changed"}),
+        "the file system's data pool cannot be swapped: the files stay in the old pool",
+    ),
+    ("storage", "ceph", "cephfs", "metadata_pool"): (
+        frozenset({"changed"}),
+        "the file system's metadata pool cannot be swapped: the files stay in the old pool",
+    ),
+    ("scheduler", "slurm", "state_save"): (
+        frozenset({"changed", "added", "removed"}),
+        "slurmctld starts on an empty state directory: the queue and the running jobs' "
+        "records are lost unless the state is moved there first, with slurmctld stopped",
+    ),
+    ("scheduler", "kubernetes", "version"): (
+        frozenset({"changed"}),
+        "a Kubernetes upgrade (kubeadm upgrade, control plane first, one minor version at a "
+        "time), which no converge carries out",
+    ),
+    ("scheduler", "kubernetes", "pod_cidr"): (
+        frozenset({"changed"}),
+        "every pod is renumbered: a rebuild of the cluster's network",
+    ),
+    ("scheduler", "kubernetes", "service_cidr"): (
+        frozenset({"changed"}),
+        "every service is renumbered: a rebuild of the cluster's network",
+    ),
+    ("backups", "target", "host"): (
+        frozenset({"changed"}),
+        "the repositories stay on the old target: restores and retention start from nothing "
+        "unless they are moved first",
+    ),
+    ("backups", "target", "path"): (
+        frozenset({"changed"}),
+        "the repositories stay in the old folder: restores and retention start from nothing "
+        "unless they are moved first",
+    ),
+}
+HOST_REMOVED_LOSS = "the host and what it holds leave the cluster"
 
 
 @dataclass(frozen=True)
@@ -78,7 +133,11 @@ class Change:
     old: Any = None
     new: Any = None
     host: str | None = None
-    data_loss: bool = False
+    loss: str = ""  # what the change loses or must have migrated by hand ("" when nothing)
+
+    @property
+    def data_loss(self) -> bool:
+        return bool(self.loss)
 
     @property
     def destructive(self) -> bool:
@@ -91,6 +150,7 @@ class Change:
             "impact": self.impact,
             "host": self.host,
             "destructive": self.destructive,
+            "loss": self.loss or None,
             "old": self.old,
             "new": self.new,
         }
@@ -140,16 +200,42 @@ def _host_rule(path: tuple[Any, ...]) -> str:
     return _HOST_RULES.get(str(path[0]), "reconfigure")
 
 
+def _loss(path: tuple[Any, ...], kind: str) -> str:
+    """What a cluster setting's change loses (_LOSSES), or ""."""
+    for pattern, (kinds, loss) in _LOSSES.items():
+        if kind in kinds and _matches(pattern, path):
+            return loss
+    return ""
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[Any, ...]) -> bool:
+    if len(pattern) != len(path):
+        return False
+    return all(p in ("*", q) for p, q in zip(pattern, path, strict=True))
+
+
+def destructive_rules() -> list[str]:
+    """Every rule that makes a change destructive, as a path pattern ("$.cluster.os",
+    "$.hosts.*.disks", "$.storage.ceph.pools.* removed"): what `change` refuses, or carries
+    out only with the data moved off first."""
+    rules = [".".join(("$", *p)) for p, i in _CLUSTER_RULES.items() if _at_least(i, "reinstall")]
+    rules += [f"$.hosts.*.{field}" for field, i in _HOST_RULES.items() if _at_least(i, "reinstall")]
+    rules += [".".join(("$", *p)) + " " + "/".join(sorted(k)) for p, (k, _) in _LOSSES.items()]
+    return [*rules, "$.hosts.* removed"]
+
+
+def _at_least(impact: str, floor: str) -> bool:
+    return IMPACTS.index(impact) >= IMPACTS.index(floor)
+
+
 def diff_expanded(old: ExpandedPlan, new: ExpandedPlan) -> list[Change]:
     changes = []
     skip = {"hosts", "groups"}
     old_c = _keyed({k: v for k, v in old.items() if k not in skip})
     new_c = _keyed({k: v for k, v in new.items() if k not in skip})
     for path, kind, before, after in _leaves(old_c, new_c, ()):
-        data_loss = path[:3] == ("storage", "ceph", "pools") and kind == "removed"
-        changes.append(
-            Change(format_path(path), kind, _rule(path), before, after, data_loss=data_loss)
-        )
+        loss = _loss(path, kind)
+        changes.append(Change(format_path(path), kind, _rule(path), before, after, loss=loss))
     old_hosts, new_hosts = old["hosts"], new["hosts"]
     for name in new_hosts.keys() - old_hosts.keys():
         changes.append(Change(format_path(("hosts", name)), "added", "reconfigure", host=name))
@@ -160,7 +246,7 @@ def diff_expanded(old: ExpandedPlan, new: ExpandedPlan) -> list[Change]:
                 "removed",
                 "drain and restart",
                 host=name,
-                data_loss=True,
+                loss=HOST_REMOVED_LOSS,
             )
         )
     for name in old_hosts.keys() & new_hosts.keys():
@@ -244,7 +330,7 @@ def _impact_lines(group: list[Change]) -> list[str]:
         summary[(change.kind, field)].append(change)
     lines = []
     for (kind, field), items in summary.items():
-        flag = " [destructive]" if any(c.destructive for c in items) else ""
+        flag = _flag(items)
         if items[0].host is not None and len(items) > 3:
             hosts = sorted(c.host or "" for c in items)
             what = f"{field} on {len(items)} hosts" if field else f"{len(items)} hosts"
@@ -252,6 +338,14 @@ def _impact_lines(group: list[Change]) -> list[str]:
         else:
             lines += [f"  {c.kind} {c.path}{_detail(c)}{flag}" for c in items]
     return lines
+
+
+def _flag(items: list[Change]) -> str:
+    """ " [destructive]" where a change is, with what a setting's change loses."""
+    losses = sorted({c.loss for c in items if c.loss and c.host is None})
+    if losses:
+        return f" [destructive: {'; '.join(losses)}]"
+    return " [destructive]" if any(c.destructive for c in items) else ""
 
 
 def _detail(change: Change) -> str:

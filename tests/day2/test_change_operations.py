@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from slurm_nodes import node_line
 from support.change_plans import (
     LAB_PLAN,
     grow_cpu,
@@ -39,14 +40,17 @@ from cluster_plan.day2.change.operations import (
     plan_operations,
     render,
 )
+from cluster_plan.day2.change.playbooks import stages_of
 from cluster_plan.views.diff import deployed_pair, diff_expanded
 
 REPO = Path(__file__).resolve().parents[2]
+STAGES = stages_of(REPO / "site.yml")
 
 
 def operations(old: Path, new: Path, **options: Any) -> list[Operation]:
     before, after = deployed_pair(old, new)
-    return plan_operations(before, after, diff_expanded(before, after), Options(**options))
+    chosen = Options(stages=STAGES, **options)
+    return plan_operations(before, after, diff_expanded(before, after), chosen)
 
 
 def actions(op: Operation) -> list[str]:
@@ -83,7 +87,7 @@ def test_a_shrunk_group_drains_then_forgets_then_retires_and_reconfigures(plans)
     assert "cpu02" not in ops[1].hosts
     # forget already gave every Slurm host slurm.conf without cpu02: the rest learn of it
     stages = [stage for stage, _, _ in ops[1].steps[0].param("plays")]
-    assert stages == ["playbooks/common.yml", "playbooks/monitoring.yml"]
+    assert stages == ["common", "monitoring"]
     wait = ops[0].steps[1]
     assert wait.param("timeout_s") == 600 and wait.param("force") is False
     forced = operations(plans["grown"], plans["lab"], force=True, drain_timeout_s=30)
@@ -200,7 +204,7 @@ def test_replacing_an_unknown_host_is_refused(plans):
 def test_render_lists_each_operation_and_its_steps(plans):
     text = render(operations(plans["grown"], plans["lab"]))
     assert text.splitlines()[0] == "1. remove cpu02: gone from the plan"
-    assert "   - drain cpu02 in the scheduler (reason: cluster-plan change: removal)" in text
+    assert "   - drain cpu02 in the scheduler (reason: cluster-plan:change: removal)" in text
     assert "2. reconfigure all 9 hosts" in text
     assert render([]).startswith("no operations")
 
@@ -272,12 +276,13 @@ def context(plans: dict[str, Path], executor: FakeExecutor, old: str, new: str) 
 
 
 def test_drain_and_a_bounded_wait_for_the_jobs_then_requeue_on_force(plans, monkeypatch):
-    executor = FakeExecutor({"squeue": [(0, "41\n")]})
+    executor = FakeExecutor({"show node": [(0, node_line("cpu02", "MIXED"))],
+                             "squeue": [(0, "41\n")]})  # fmt: skip
     ctx = context(plans, executor, "grown", "lab")
-    runner.drain(ctx, Step("drain", ("cpu02",), "", (("reason", "cluster-plan change: x"),)))
+    runner.drain(ctx, Step("drain", ("cpu02",), "", (("why", "x"),)))
     assert executor.calls[-1] == (
         "head01",
-        "scontrol update NodeName=cpu02 State=DRAIN Reason='cluster-plan change: x'",
+        "scontrol update NodeName=cpu02 State=DRAIN 'Reason=cluster-plan:change: x'",
     )
     monkeypatch.setattr(runner, "POLL_S", 0.0)
     with pytest.raises(runner.StepFailed, match=r"running job\(s\) 41 after 0 s.*--force"):
@@ -288,7 +293,9 @@ def test_drain_and_a_bounded_wait_for_the_jobs_then_requeue_on_force(plans, monk
 
 
 def test_a_health_check_that_fails_names_the_host_and_leaves_it_drained(plans, monkeypatch):
-    executor = FakeExecutor({"sinfo --noheader": [(0, "idle\n")], "sinfo -h -N": [(0, "general\n")],
+    executor = FakeExecutor({"sinfo --noheader": [(0, "idle\n")],
+                             "sinfo -h -N": [(0, "general\n")],
+                             "show node": [(0, node_line("cpu01"))],
                              "srun": [(1, "")]})  # fmt: skip
     ctx = context(plans, executor, "lab", "lab")
     with pytest.raises(
@@ -296,10 +303,14 @@ def test_a_health_check_that_fails_names_the_host_and_leaves_it_drained(plans, m
     ):
         runner.check(ctx, Step("check", ("cpu01",), ""))
     assert any(
-        "State=DRAIN Reason='cluster-plan change: failed its health" in c for _, c in executor.calls
+        "State=DRAIN 'Reason=cluster-plan:change: failed its health" in c for _, c in executor.calls
     )
+    # its next try: the change's own drain is lifted first
+    drained = node_line("cpu01", "IDLE+DRAIN", "cluster-plan:change: failed its health check")
+    executor.answers["show node"] = [(0, drained)]
     executor.answers["srun"] = [(0, "cpu01\n")]
     runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert ("head01", "scontrol update NodeName=cpu01 State=RESUME") in executor.calls
     assert any("--partition=general --nodelist=cpu01" in c for _, c in executor.calls)
 
 
@@ -361,7 +372,8 @@ def test_without_yes_and_no_terminal_nothing_runs(plans, tmp_path):
 def test_a_refused_change_exits_3_with_each_reason(plans, tmp_path):
     done = cli("change", str(plans["lab"]), str(plans["lab"]), "--replace", "nope", "--yes")
     assert done.returncode == 3
-    assert "refused: --replace nope: no such host" in done.stderr
+    assert "refused: --replace nope: no such host" in done.stdout
+    assert "refused (1 reason(s)): --replace nope: no such host" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -383,7 +395,9 @@ def test_options_reach_the_operations():
     args = argparse.Namespace(replace=["a"], batch=3, force=True, drain_timeout=9)
     from cluster_plan.day2.change.command import _options
 
-    assert _options(args) == Options(replace=("a",), batch=3, force=True, drain_timeout_s=9)
+    assert _options(args, ("common",)) == Options(
+        stages=("common",), replace=("a",), batch=3, force=True, drain_timeout_s=9
+    )
 
 
 def inform_runs(
@@ -407,8 +421,8 @@ def test_inform_tells_every_host_only_what_hosts_know_of_each_other(plans, monke
     inform, runs = inform_runs(plans, "grown", monkeypatch)
     everyone = inform.hosts
     assert runs == [
-        (("playbooks/common.yml", "playbooks/slurm.yml"), everyone, "peers"),
-        (("playbooks/monitoring.yml",), ("head01",), ""),
+        (("common", "slurm"), everyone, "peers"),
+        (("monitoring",), ("head01",), ""),
     ]
     assert "common.yml [peers]" in inform.detail
 
@@ -423,12 +437,12 @@ def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
     cluster-wide change still runs every stage on every host."""
     inform, runs = inform_runs(plans, "osd", monkeypatch)
     assert runs == [
-        (("playbooks/common.yml",), inform.hosts, "peers"),
-        (("playbooks/monitoring.yml",), ("head01",), ""),
+        (("common",), inform.hosts, "peers"),
+        (("monitoring",), ("head01",), ""),
     ]
     _, reconfigure = operations(plans["osd"], plans["lab"])  # the removal
     plays = dict((stage, hosts) for stage, hosts, _ in reconfigure.steps[0].param("plays"))
-    assert "playbooks/storage.yml" not in plays and "playbooks/common.yml" in plays
+    assert "storage" not in plays and "common" in plays
 
     _, grown = deployed_pair(plans["lab"], plans["osd"])
     daemons = tuple(
@@ -436,9 +450,9 @@ def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
     )
     assert "osdn01" in daemons and not {"cpu01", "gpu01", "infer01"} & set(daemons)
     mds = {"roles": ["ceph_mds"]}
-    storage = _inform(grown, _inform_stages([mds], grown), "told")
+    storage = _inform(grown, _inform_stages([mds], grown, STAGES), "told")
     plays = dict((stage, hosts) for stage, hosts, _ in storage.param("plays"))
-    assert plays["playbooks/storage.yml"] == daemons
+    assert plays["storage"] == daemons
 
     # a change of the cluster's own settings: every stage, in full, on every host
     def slower_scrapes(plan: dict[str, Any]) -> None:
@@ -462,7 +476,7 @@ def test_a_new_host_is_converged_with_the_acceptance_tools_but_nothing_measured(
     )
     runner.run_step(context(plans, FakeExecutor({}), "lab", "grown"), add, converge)
     ((books, limit, extra),) = runs
-    assert books[-1] == "playbooks/acceptance.yml" and limit == ("cpu02",)
+    assert books == STAGES and books[-1] == "acceptance" and limit == ("cpu02",)
     assert extra == ("-e", "net_acceptance_run=false")
 
 
@@ -540,8 +554,8 @@ def test_a_host_setting_that_is_neither_version_nor_hardware_reconfigures_everyt
     assert reconfigure.kind == "reconfigure"
     plays = {stage: hosts for stage, hosts, _ in reconfigure.steps[0].param("plays")}
     assert {tags for _, _, tags in reconfigure.steps[0].param("plays")} == {""}  # in full
-    assert plays["playbooks/monitoring.yml"] == reconfigure.hosts  # everywhere
-    assert "playbooks/storage.yml" in plays
+    assert plays["monitoring"] == reconfigure.hosts  # everywhere
+    assert "storage" in plays
 
 
 def test_an_upgraded_storage_node_is_asked_ok_to_stop_before_its_converge(plans, tmp_path):
@@ -554,12 +568,15 @@ def test_an_upgraded_storage_node_is_asked_ok_to_stop_before_its_converge(plans,
 
 
 def test_an_operator_s_own_drain_is_kept_and_never_lifted(plans):
-    executor = FakeExecutor({"--format=%E": [(0, "bad DIMM\n")], "--format=%T": [(0, "drained\n")]})
+    operator = node_line("cpu01", "IDLE+DRAIN", "bad DIMM")
+    executor = FakeExecutor({"show node": [(0, operator)]})
     ctx = context(plans, executor, "lab", "lab")
-    runner.drain(ctx, Step("drain", ("cpu01",), "", (("reason", "cluster-plan change: x"),)))
+    runner.drain(ctx, Step("drain", ("cpu01",), "", (("why", "x"),)))
     runner.resume(ctx, Step("resume", ("cpu01",), ""))
     assert not any("State=" in c for _, c in executor.calls)
-    executor.answers["--format=%E"] = [(0, "cluster-plan change: upgrade\n")]
+    assert "its reason kept" in ctx.log.getvalue() and "stays drained" in ctx.log.getvalue()
+    ours = node_line("cpu01", "IDLE+DRAIN", "cluster-plan:change: upgrade")
+    executor.answers["show node"] = [(0, ours)]
     runner.resume(ctx, Step("resume", ("cpu01",), ""))
     assert ("head01", "scontrol update NodeName=cpu01 State=RESUME") in executor.calls
 

@@ -1,6 +1,7 @@
 """Day 2 on the session lab: `cluster-plan change` adds a compute node and a storage node,
 rolls an upgrade over the cpu pool (stopping at a node made to fail its health check, then
-continuing where it stopped), removes both again (the compute node while a job runs on it,
+continuing where it stopped, and at a node an operator drained, whose drain it keeps),
+removes both again (the compute node while a job runs on it,
 the storage node once Ceph has moved its data off, while a client checks its files), and
 replaces another compute node.
 
@@ -158,12 +159,27 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         assert int(smaller) < int(before)  # cpu01 was converged to the new profile
         assert real_memory("cpu02", "cpu02", grown) == before  # cpu02 was not touched
         sh("cpu01", f"rm -f {FAULT} && systemctl daemon-reload && systemctl restart slurmd")
+        # an operator drains cpu02 for a reason of their own before its turn: the change
+        # converges it all the same, but neither overwrites that reason nor resumes it, and
+        # its health check stops the roll, naming it
+        operator = "operator: reseat the NIC"
+        sh(CONTROLLER, f"scontrol update NodeName=cpu02 State=DRAIN Reason='{operator}'")
+        started = time.monotonic()
+        held = change(journal, grown, upgraded, "--check-timeout", "10")
+        seconds["upgrade, continued to cpu02 drained by an operator"] = time.monotonic() - started
+        assert held.returncode == 1, held.stdout[-4000:] + held.stderr[-2000:]
+        assert "continuing an earlier run of this change" in held.stdout
+        assert "done before: drain cpu01" in held.stdout
+        assert f"cpu02 is out of service already ({operator}): left so" in held.stdout
+        assert "cpu02 stays drained" in held.stdout and "FAILED: cpu02" in held.stdout
+        assert f"Reason={operator} [" in sh(CONTROLLER, "scontrol show node --oneliner cpu02")
+        assert real_memory("cpu02", "cpu02", grown) == smaller  # converged all the same
+        sh(CONTROLLER, "scontrol update NodeName=cpu02 State=RESUME")  # the operator's own call
         started = time.monotonic()
         resumed = change(journal, grown, upgraded)
         seconds["upgrade, continued"] = time.monotonic() - started
         assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-2000:]
-        assert "continuing an earlier run of this change" in resumed.stdout
-        assert "done before: drain cpu01" in resumed.stdout
+        assert "done before: apply the new plan to cpu02" in resumed.stdout
         assert real_memory(CONTROLLER, "cpu02", grown) == smaller
 
         # -- remove both and replace cpu01, in one change (one reconfigure for all three):

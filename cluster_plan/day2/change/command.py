@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.acceptance.execution import CommandResult, PrefixExecutor, Running
-from cluster_plan.cli.policy import Exit, UsageError
+from cluster_plan.cli.policy import Exit, Refused, UsageError
 from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
     ChangeRefused,
@@ -27,6 +27,7 @@ from cluster_plan.day2.change.operations import (
     plan_operations,
     render,
 )
+from cluster_plan.day2.change.playbooks import Playbooks, PlaybooksError, locate
 from cluster_plan.plan.contract import ExpandedPlan
 
 
@@ -81,6 +82,12 @@ def register(subparsers: Any) -> None:
         type=Path,
         help="where the record of a change's steps is kept (default: reports/<cluster>/changes)",
     )
+    change.add_argument(
+        "--playbooks",
+        type=Path,
+        help="the folder of the stage playbooks and their site.yml (default: this checkout's "
+        "playbooks/, else those of the installed collection cluster_plan.cluster)",
+    )
     change.add_argument("--format", choices=["text", "json"], default="text")
     add_transport_options(change)
     change.set_defaults(func=change_command)
@@ -105,12 +112,13 @@ class LabExecutor:
         return self._current().spawn(node, argv)
 
 
-def _options(args: argparse.Namespace) -> Options:
+def _options(args: argparse.Namespace, stages: tuple[str, ...] = ()) -> Options:
     if args.batch < 1:
         raise UsageError("--batch must be 1 or more")
     if args.drain_timeout < 0 or getattr(args, "check_timeout", 1) < 1:
         raise UsageError("--drain-timeout must be 0 or more, --check-timeout 1 or more")
     return Options(
+        stages=stages,
         replace=tuple(args.replace),
         batch=args.batch,
         force=args.force,
@@ -118,17 +126,18 @@ def _options(args: argparse.Namespace) -> Options:
     )
 
 
-def _confirmed(args: argparse.Namespace) -> bool:
+def _confirm(args: argparse.Namespace) -> None:
+    """Refused unless --yes, or a `yes` at the prompt."""
     if args.yes:
-        return True
+        return
     if not sys.stdin.isatty():
-        print("cluster-plan change: not run: pass --yes to run without a prompt", file=sys.stderr)
-        return False
+        raise Refused("not run: pass --yes to run without a prompt")
     try:
         answer = input("Carry out these operations? Only 'yes' is accepted: ")
     except EOFError:
-        return False
-    return answer.strip() == "yes"
+        answer = ""
+    if answer.strip() != "yes":
+        raise Refused("not run: not confirmed (only 'yes' is accepted)")
 
 
 def _lock_problem(path: Path) -> str | None:
@@ -144,56 +153,76 @@ def _lock_problem(path: Path) -> str | None:
     return f"{path}: {problem.message if problem else 'its lock cannot be used'}"
 
 
+def _playbooks(args: argparse.Namespace) -> Playbooks:
+    try:
+        return locate(args.playbooks)
+    except PlaybooksError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _refuse(args: argparse.Namespace, refused: ChangeRefused) -> Refused:
+    """Each reason a finding of the result, for programs; all of them in the error."""
+    reasons = refused.reasons
+    document = {"operations": [], "refused": reasons, "journal": None, "carried_out": False}
+    args.reporter.result(
+        document,
+        lambda: "\n".join(f"refused: {reason}" for reason in reasons),
+        [r.as_finding() for r in refused.refusals],
+    )
+    return Refused(f"the change is refused ({len(reasons)} reason(s)): " + "; ".join(reasons))
+
+
 def change_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.views.diff import deployed_pair, diff_expanded
 
     if args.transport == "lab-netns":
         raise UsageError("--transport lab-netns cannot run the nodes' own tools: use lab")
     old, new = deployed_pair(args.old, args.new)  # PlanError: the CLI prints every finding
-    options = _options(args)
+    playbooks = _playbooks(args)
+    options = _options(args, playbooks.stages)
     try:
         ops = plan_operations(old, new, diff_expanded(old, new), options)
     except ChangeRefused as refused:
-        for reason in refused.reasons:
-            print(f"cluster-plan change: refused: {reason}", file=sys.stderr)
-        return Exit.REFUSED
+        raise _refuse(args, refused) from None
     folder = args.journal_dir or Path("reports") / str(new["cluster"]["name"]) / "changes"
     identity = {"old": old, "new": new, "replace": sorted(options.replace), "batch": options.batch}
     try:
         journal = Journal(folder, identity)
+        finished = journal.finished_at()
     except JournalError as exc:
         raise UsageError(str(exc)) from None
     document: dict[str, Any] = {
         "operations": [op.as_dict() for op in ops],
         "journal": str(journal.path),
+        "playbooks": playbooks.describe(),
         "carried_out": False,
     }
     # people see the operations before they are asked; a program reads them in the result
-    log = sys.stderr if args.format == "json" else sys.stdout
-    finished = journal.finished_at()
+    log = args.reporter.progress
     if finished is not None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(finished))
-        print(f"this change was carried out to the end at {when} ({journal.finished_path}): "
-              "nothing to do", file=log)  # fmt: skip
+        closing = (
+            f"this change was carried out to the end at {when} ({journal.finished_path}): "
+            "nothing to do"
+        )
         ops = []
     else:
         print(render(ops) + _progress(journal), file=log, flush=True)
+        closing = "dry run: nothing was carried out" if args.dry_run else "nothing to do"
     exit = Exit.OK
     if ops and not args.dry_run:
         if problem := _lock_problem(args.new):
             raise UsageError(f"{problem}; run `cluster-plan lock {args.new}` first")
-        if not _confirmed(args):
-            return Exit.REFUSED
+        _confirm(args)
         try:
             with journal.held():
-                exit = _carry_out(args, old, new, ops, journal, log)
+                exit, closing = _carry_out(args, old, new, ops, journal, log, playbooks)
         except JournalError as exc:
             raise UsageError(str(exc)) from None
         document["carried_out"] = exit == Exit.OK
         document["failed"] = journal.failed
         document["seconds"] = journal.seconds()
-    if args.format == "json":
-        args.reporter.result(document, lambda: "")
+    args.reporter.result(document, lambda: closing)
     return exit
 
 
@@ -216,7 +245,9 @@ def _carry_out(
     ops: list[Operation],
     journal: Journal,
     log: Any,
-) -> Exit:
+    playbooks: Playbooks,
+) -> tuple[Exit, str]:
+    """Run the steps not done yet: the exit status and the closing line for people."""
     from cluster_plan.acceptance.command import executor_for
     from cluster_plan.day2.change.runner import Context, carry_out
 
@@ -228,18 +259,18 @@ def _carry_out(
                 n: str(h["address"]) for plan in (old, new) for n, h in plan["hosts"].items()
             }
             executor = executor_for(args, new, addresses, Path(control_dir))
-        ctx = Context(old, new, args.new, executor, lab=args.transport == "lab", log=log)
+        ctx = Context(
+            old, new, args.new, executor, lab=args.transport == "lab", log=log, playbooks=playbooks
+        )
         ctx.check_timeout_s = args.check_timeout
         ctx.state_dir = journal.path.parent
         ok = carry_out(ctx, ops, journal)
     if not ok:
-        print(
-            "cluster-plan change: stopped; the hosts after this step are untouched. Fix what "
-            "the step says and run the same command again: it continues at that step.",
-            file=sys.stderr,
+        failed = journal.failed or {}
+        return Exit.FAILED, (
+            f"stopped at {failed.get('step')}; the hosts after this step are untouched. Fix "
+            "what the step says and run the same command again: it continues at that step."
         )
-        return Exit.FAILED
     times = journal.seconds()
     journal.finish()
-    print(f"change carried out: {len(times)} step(s), {sum(times.values()):.0f} s", file=log)
-    return Exit.OK
+    return Exit.OK, f"change carried out: {len(times)} step(s), {sum(times.values()):.0f} s"

@@ -18,20 +18,20 @@ from pathlib import Path
 from typing import TextIO
 
 from cluster_plan.acceptance.execution import CommandResult, Executor
-from cluster_plan.day2.change.journal import Journal
+from cluster_plan.day2.change.journal import Journal, JournalError, read_small, write_whole
 from cluster_plan.day2.change.operations import (
     CONVERGE_VARS,
-    INFORM_STAGES,
+    DRAIN_OWNER,
     PEERS_TAG,
-    STAGES,
     Operation,
     Step,
     hosts_text,
 )
+from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.slurm import drain as slurm_drain
 
-REPO = Path(__file__).resolve().parents[3]
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
 # each look is one command on one host, and a wait ends on average half a poll after its cause.
 POLL_S = 2.0
@@ -58,6 +58,8 @@ class Context:
     check_timeout_s: float = CHECK_TIMEOUT_S
     state_dir: Path = Path("reports")
     sleep: Callable[[float], None] = time.sleep
+    # the stage playbooks (`--playbooks`, the checkout's or the installed collection's)
+    playbooks: Playbooks = field(default_factory=lambda: locate(None))
 
     def host(self, name: str) -> Host:
         hosts = self.new["hosts"] if name in self.new["hosts"] else self.old["hosts"]
@@ -122,11 +124,12 @@ def _wait(ctx: Context, what: str, timeout: float, probe: Callable[[], str | Non
 
 def playbook(
     ctx: Context,
-    playbooks: tuple[str, ...],
+    stages: tuple[str, ...],
     limit: tuple[str, ...],
     tags: str = "",
     extra: tuple[str, ...] = (),
 ) -> None:
+    """Run `stages` (names of site.yml's stages) in one ansible-playbook run."""
     argv = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i",
@@ -136,11 +139,13 @@ def playbook(
         *(("--tags", tags) if tags else ()),
         *extra,
         *ctx.ansible_args,
-        *playbooks,
+        *(ctx.playbooks.argument(stage) for stage in stages),
     ]
     ctx.say(f"  $ {shlex.join(argv)}")
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        argv, cwd=ctx.playbooks.cwd, env=env, capture_output=True, text=True, check=False
+    )
     recap = proc.stdout[proc.stdout.rfind("PLAY RECAP") :] if "PLAY RECAP" in proc.stdout else ""
     if recap:
         ctx.say("  " + recap.strip().replace("\n", "\n  "))
@@ -198,11 +203,13 @@ def _wait_for_new_machines(ctx: Context, hosts: tuple[str, ...]) -> None:
     before: dict[str, str] = {}
     for host in hosts:
         record = ctx.state_dir / f"replace-{host}.machine-id"
-        if not record.exists():
+        if not os.path.lexists(record):
             seen = ctx.sh(host, "cat /etc/machine-id", timeout=20)
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(seen.stdout.strip() if seen.rc == 0 else "")
-        before[host] = record.read_text().strip()
+            write_whole(record, seen.stdout.strip() if seen.rc == 0 else "")
+        try:
+            before[host] = read_small(record).strip()
+        except JournalError as exc:
+            raise StepFailed(str(exc)) from None
     ctx.say(
         f"  re-provision {', '.join(hosts)} now (install the OS and the cluster's SSH key); "
         f"waiting up to {PROVISION_TIMEOUT_S // 60} min for each to answer as a new machine"
@@ -220,28 +227,31 @@ def _wait_for_new_machines(ctx: Context, hosts: tuple[str, ...]) -> None:
           old_or_down)  # fmt: skip
 
 
-OURS = "cluster-plan change"
+def _slurm(ctx: Context) -> slurm_drain.Run:
+    """Slurm's client commands, run on the first controller."""
+    controller = _controller(ctx)
 
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        result = ctx.sh(controller, shlex.join(argv))
+        return result.rc, result.stdout, result.stderr
 
-def _drain_reason(ctx: Context, host: str) -> str:
-    """The reason Slurm holds for a drained or down node ("" when none)."""
-    out = ctx.sh(_controller(ctx), f"sinfo --noheader --nodes={host} --format=%E").stdout
-    return out.strip().splitlines()[0].strip() if out.strip() else ""
+    return run
 
 
 def drain(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
+    """The project's one drain (cluster_plan.slurm.drain), owned by the change: a node drained
+    already for anyone else's reason keeps it, and stays drained after."""
     for host in step.hosts:
         if _scheduler(ctx) != "slurm":
-            ctx.must(controller, _kubectl(f"cordon {host}"))
+            ctx.must(_controller(ctx), _kubectl(f"cordon {host}"))
             continue
-        held = _drain_reason(ctx, host)
-        if _node_state(ctx, host).startswith("drain") and held and not held.startswith(OURS):
-            # someone drained it for their own reason: keep it (and it stays drained after)
-            ctx.say(f"  {host} is already drained ({held}): left so")
-            continue
-        reason = shlex.quote(str(step.param("reason", OURS)))
-        ctx.must(controller, f"scontrol update NodeName={host} State=DRAIN Reason={reason}")
+        why = str(step.param("why", "drained"))
+        try:
+            decision = slurm_drain.drain(_slurm(ctx), host, DRAIN_OWNER, why)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
 
 
 def _pods_on(ctx: Context, host: str) -> str | None:
@@ -285,28 +295,18 @@ def _wait_pods(ctx: Context, host: str, timeout: float, force: bool) -> None:
 
 
 def wait_jobs(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
     timeout = float(step.param("timeout_s", 600))
     force = bool(step.param("force", False))
     for host in step.hosts:
         if _scheduler(ctx) == "kubernetes":
             _wait_pods(ctx, host, timeout, force)
             continue
-
-        def jobs(host: str = host) -> str | None:
-            out = ctx.must(controller, f"squeue --noheader --nodelist={host} --format=%i")
-            ids = out.split()
-            return f"running job(s) {', '.join(ids)}" if ids else None
-
-        if still := jobs():
-            ctx.say(f"  {host}: {still}")
-        if force and still:
-            ids = " ".join(ctx.must(controller, f"squeue -h -w {host} -o %i").split())
-            ctx.say(f"  --force: requeueing job(s) {ids} from {host}")
-            ctx.must(controller, f"scontrol requeue {ids}")
         try:
-            _wait(ctx, f"drain of {host}", timeout, jobs)
-        except StepFailed as exc:
+            slurm_drain.wait_for_jobs(
+                _slurm(ctx), host, timeout, requeue=force, poll_s=POLL_S, sleep=ctx.sleep,
+                say=lambda text: ctx.say(f"  {text}"),
+            )  # fmt: skip
+        except slurm_drain.DrainError as exc:
             raise StepFailed(
                 f"{exc}: they keep {host}; wait and run the change again (it continues here), "
                 "or pass --force to requeue them"
@@ -417,7 +417,7 @@ def forget(ctx: Context, step: Step) -> None:
         for h, s in ctx.new["hosts"].items()
         if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
     )
-    playbook(ctx, ("playbooks/slurm.yml",), slurm_hosts, PEERS_TAG)
+    playbook(ctx, ("slurm",), slurm_hosts, PEERS_TAG)
 
 
 def retire(ctx: Context, step: Step) -> None:
@@ -435,17 +435,19 @@ def retire(ctx: Context, step: Step) -> None:
 
 
 def resume(ctx: Context, step: Step) -> None:
-    controller = _controller(ctx)
+    """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
     for host in step.hosts:
         if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
             continue
         if _scheduler(ctx) == "kubernetes":
-            ctx.must(controller, _kubectl(f"uncordon {host}"))
+            ctx.must(_controller(ctx), _kubectl(f"uncordon {host}"))
             continue
-        state = _node_state(ctx, host)
-        # only a drain of this command's: an operator's own drain is theirs to lift
-        if state.startswith(("drain", "down")) and _drain_reason(ctx, host).startswith(OURS):
-            ctx.must(controller, f"scontrol update NodeName={host} State=RESUME")
+        try:
+            decision = slurm_drain.resume(_slurm(ctx), host, DRAIN_OWNER)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
 
 
 def _slurm_check(ctx: Context, host: str) -> None:
@@ -501,8 +503,7 @@ def check(ctx: Context, step: Step) -> None:
         except StepFailed as exc:
             if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
                 # no job lands on a host that failed its check
-                reason = (("reason", f"{OURS}: failed its health check"),)
-                drain(ctx, Step("drain", (host,), "", reason))
+                drain(ctx, Step("drain", (host,), "", (("why", "failed its health check"),)))
                 raise StepFailed(f"{exc}; {host} is drained") from None
             raise
         ctx.say(f"  {host}: healthy")
@@ -527,7 +528,7 @@ def _check_host(ctx: Context, host: str) -> None:
 def inform(ctx: Context, step: Step) -> None:
     """The stages in order, one ansible-playbook run per run of stages on the same hosts
     with the same tags."""
-    plays = step.param("plays") or tuple((stage, step.hosts, "") for stage in INFORM_STAGES)
+    plays = step.param("plays", ())
     group: list[str] = []
     limit: tuple[tuple[str, ...], str] = ((), "")
     for stage, hosts, tags in (*plays, ("", (), "")):
@@ -543,7 +544,7 @@ def run_step(ctx: Context, op: Operation, step: Step) -> None:
     if step.action == "provision":
         provision(ctx, step, op.kind)
     elif step.action == "converge":
-        playbook(ctx, STAGES, step.hosts, extra=CONVERGE_VARS)
+        playbook(ctx, tuple(step.param("stages", ())), step.hosts, extra=CONVERGE_VARS)
     elif step.action == "inform":
         inform(ctx, step)
     else:
