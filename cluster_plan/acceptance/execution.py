@@ -6,6 +6,7 @@ runs a command inside a node's namespaces, unit tests use a scripted fake.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import subprocess
@@ -34,8 +35,8 @@ class CommandResult:
 
 
 class Running(Protocol):
-    def stop(self) -> CommandResult:
-        """End the process (if still running) and collect its output."""
+    def stop(self, grace_s: float = 0.0) -> CommandResult:
+        """End the process (if still running after `grace_s`) and collect its output."""
 
 
 class Executor(Protocol):
@@ -52,9 +53,12 @@ class _Process:
         self._proc = proc
         self._error = error
 
-    def stop(self) -> CommandResult:
+    def stop(self, grace_s: float = 0.0) -> CommandResult:
         if self._proc is None:
             return CommandResult(self._argv, 127, "", self._error)
+        if grace_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=grace_s)
         if self._proc.poll() is None:
             self._proc.terminate()
         try:

@@ -41,7 +41,7 @@ class Figure:
     network: str  # "ceph" for storage figures
     source: str  # the node the figure is about (storage: the host the bench ran on)
     target: str  # the other end; "" for storage
-    value: float | None  # None: the measurement failed
+    value: float | None  # None: the measurement failed, or a CPU-bound one was inconclusive
     floor: float | None  # the plan's bound for it in that run (a ceiling for latency, loss)
 
     @property
@@ -53,11 +53,17 @@ class Figure:
 
 
 def _bandwidth(report: Mapping[str, Any]) -> Iterator[Figure]:
+    """Both directions of each pair; none of an inconclusive one (a CPU-bound figure says
+    nothing about the link, so it is neither compared nor kept as a later run's reference)."""
     floor = report["criteria"]["min_gbps"]
     for row in report["bandwidth"]:
         net, client, server = row["network"], row["client"], row["server"]
-        yield Figure("bandwidth_gbps", net, client, server, row.get("forward_gbps"), floor)
-        yield Figure("bandwidth_gbps", net, server, client, row.get("reverse_gbps"), floor)
+        unjudged = row["status"] == "inconclusive"
+        forward, reverse = (
+            (None, None) if unjudged else (row.get("forward_gbps"), row.get("reverse_gbps"))
+        )
+        yield Figure("bandwidth_gbps", net, client, server, forward, floor)
+        yield Figure("bandwidth_gbps", net, server, client, reverse, floor)
 
 
 def _probes(report: Mapping[str, Any]) -> Iterator[Figure]:

@@ -14,6 +14,7 @@ REPORT_MARK = html_mark("acceptance report")
 
 CELL, LABEL = 34, 90
 GOOD, WARN, BAD, ERRORED, EMPTY = "#2e7d32", "#f9a825", "#c62828", "#6a1b9a", "#eeeeee"
+UNJUDGED = "#607d8b"  # below the floor with a CPU-bound end: inconclusive
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}
@@ -27,10 +28,11 @@ svg text{font-size:11px;font-family:monospace}
 
 def _heatmap(
     nodes: Sequence[str],
-    cells: Mapping[tuple[str, str], tuple[str, str]],
+    cells: Mapping[tuple[str, str], tuple[str, ...]],
     title: str,
 ) -> str:
-    """cells[(row, col)] = (colour, text); rows and columns in node order."""
+    """cells[(row, col)] = (colour, text[, note for the tooltip]); rows and columns in node
+    order."""
     size = LABEL + CELL * len(nodes) + 10
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
@@ -46,11 +48,12 @@ def _heatmap(
         )
     for r, row in enumerate(nodes):
         for c, col in enumerate(nodes):
-            colour, text = cells.get((row, col), (EMPTY, ""))
+            colour, text, *note = cells.get((row, col), (EMPTY, ""))
             x, y = LABEL + CELL * c, LABEL + CELL * r
+            tip = f"{row} / {col}: {text}" + "".join(f"; {n}" for n in note if n)
             out.append(
                 f'<rect x="{x}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" fill="{colour}">'
-                f"<title>{escape(row)} / {escape(col)}: {escape(text)}</title></rect>"
+                f"<title>{escape(tip)}</title></rect>"
             )
             if text:
                 out.append(
@@ -74,19 +77,68 @@ def _short(value: float | None) -> str:
 
 def _bandwidth_cells(
     rows: Sequence[Mapping[str, Any]], network: str
-) -> dict[tuple[str, str], tuple[str, str]]:
+) -> dict[tuple[str, str], tuple[str, str, str]]:
     cells = {}
     for row in rows:
         if row["network"] != network:
             continue
         if row["status"] == "error":
-            cell = (ERRORED, "err")
+            cell = (ERRORED, "err", "")
         else:
-            colour = BAD if row["status"] == "fail" else WARN if row["outlier"] else GOOD
-            cell = (colour, _short(row["gbps"]))
+            colour = {"fail": BAD, "inconclusive": UNJUDGED}.get(
+                row["status"], WARN if row["outlier"] else GOOD
+            )
+            cell = (colour, _short(row["gbps"]), _cpu_note(row))
         cells[(row["client"], row["server"])] = cell
         cells[(row["server"], row["client"])] = cell
     return cells
+
+
+def _end_cpu(cpu: Mapping[str, Any] | None) -> str:
+    """One end's CPU during a measurement, as the report keeps it (docs/acceptance.md)."""
+    if not cpu:
+        return "CPU not read"
+    parts = []
+    if cpu.get("load1") is not None:
+        parts.append(f"load {cpu['load1']:g} on {cpu.get('cpus') or '?'} CPUs")
+    if cpu.get("busy_pct") is not None:
+        parts.append(f"CPUs {cpu['busy_pct']:.0f}% busy")
+    if cpu.get("steal_pct"):
+        parts.append(f"{cpu['steal_pct']:.0f}% stolen")
+    if cpu.get("wait_pct") is not None:
+        parts.append(f"iperf3 waited for a CPU {cpu['wait_pct']:.0f}% of the test")
+    if cpu.get("iperf3_pct") is not None:
+        parts.append(f"iperf3 used {cpu['iperf3_pct']:.0f}% of a CPU")
+    bound = " (CPU-bound)" if cpu.get("bound") else ""
+    return (", ".join(parts) or "CPU not read") + bound
+
+
+def _cpu_note(row: Mapping[str, Any]) -> str:
+    cpu = row.get("cpu") or {}
+    return "; ".join(
+        f"{row[end]} ({end}): {_end_cpu(cpu.get(end))}" for end in ("client", "server")
+    )
+
+
+def _cpu_bound_rows(report: Mapping[str, Any]) -> list[str]:
+    """The figures taken with an end CPU-bound, and whether the CPU accounts for them."""
+    rows = []
+    for row in report["bandwidth"]:
+        cpu = row.get("cpu") or {}
+        if any((cpu.get(end) or {}).get("bound") for end in ("client", "server")):
+            rows.append((
+                row["network"], f"{row['client']} <-> {row['server']}", _short(row["gbps"]),
+                row["status"], _end_cpu(cpu.get("client")), _end_cpu(cpu.get("server")),
+            ))  # fmt: skip
+    if not rows:
+        return []
+    return [
+        "<h2>CPU-bound measurements</h2>",
+        "<p>Figures taken while iperf3 at one end used most of a CPU or waited for one. "
+        "<b>inconclusive</b>: below the floor, and the CPU accounts for the shortfall, so "
+        "the figure says nothing about the link (a warning, not a fault).</p>",
+        _table(["network", "pair", "Gb/s", "verdict", "client CPU", "server CPU"], rows),
+    ]
 
 
 def _latency_cells(
@@ -222,6 +274,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f'<span style="background:{GOOD}"></span>meets the plan'
         f'<span style="background:{WARN}"></span>outlier'
         f'<span style="background:{BAD}"></span>fails the plan'
+        f'<span style="background:{UNJUDGED}"></span>inconclusive (CPU-bound)'
         f'<span style="background:{ERRORED}"></span>measurement failed</p>'
     )
     for network in report["networks"]:
@@ -236,6 +289,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             "losing more probes than the plan allows)</h3>",
             _heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
         ]
+    body += _cpu_bound_rows(report)
     if report.get("storage"):
         body += _storage(report["storage"])
     if report.get("collectives"):

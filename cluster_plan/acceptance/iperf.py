@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.acceptance.starvation import EndCpu, iperf3_cpu, parse_probe, probe_argv
 
 NOT_FOUND = 127
 TIMED_OUT = 124
+NOT_READ = EndCpu()  # a failed measurement's ends: nothing read
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,22 @@ class BandwidthSample:
     retransmits: int | None
     error: str | None
     raw: str | None
+    # what each end's CPU did meanwhile (cluster_plan.acceptance.starvation)
+    client_cpu: EndCpu = NOT_READ
+    server_cpu: EndCpu = NOT_READ
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def cpu_bound(self) -> bool:
+        return self.client_cpu.bound or self.server_cpu.bound
+
+    def with_server_probe(self, server: CommandResult) -> BandwidthSample:
+        """The sample with what the server's probe printed (its stderr, once it stopped)."""
+        host = parse_probe(server.stderr)
+        return replace(self, server_cpu=replace(self.server_cpu, host=host)) if host else self
 
     @property
     def bps(self) -> float | None:
@@ -55,14 +69,15 @@ def iperf3_client_argv(
     ]  # fmt: skip
     if bidir:
         argv.append("--bidir")
-    return argv
+    return probe_argv(argv)
 
 
 def iperf3_server_argv(bind: str, port: int, limit_s: float) -> list[str]:
-    # `timeout` bounds a server whose client never came, whatever the transport does on stop.
+    # `timeout` bounds a server whose client never came, whatever the transport does on stop
+    # (it signals its whole process group: the probe's shell and iperf3 under it).
     return [
         "timeout", f"{limit_s:g}",
-        "iperf3", "--server", "--one-off", "--bind", bind, "--port", str(port),
+        *probe_argv(["iperf3", "--server", "--one-off", "--bind", bind, "--port", str(port)]),
     ]  # fmt: skip
 
 
@@ -114,7 +129,12 @@ def _sample_from(document: Mapping[str, Any], result: CommandResult) -> Bandwidt
         if isinstance(section := end.get(key), dict)
         and isinstance(section.get("retransmits", 0), int)
     )
-    return BandwidthSample(forward, reverse, retransmits, None, None)
+    client_pct, server_pct = iperf3_cpu(end)
+    return BandwidthSample(
+        forward, reverse, retransmits, None, None,
+        client_cpu=EndCpu(client_pct, parse_probe(result.stderr)),
+        server_cpu=EndCpu(server_pct),
+    )  # fmt: skip
 
 
 def _bps(section: object) -> float | None:

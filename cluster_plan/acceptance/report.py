@@ -12,13 +12,14 @@ from typing import Any
 from cluster_plan.acceptance.fping import ProbeSample, loss_upper_bound_pct
 from cluster_plan.acceptance.iperf import BandwidthSample
 from cluster_plan.acceptance.spec import AcceptanceSpec, Criteria
+from cluster_plan.acceptance.starvation import EndCpu
 from cluster_plan.acceptance.verdicts import (
     BandwidthTest,
     Finding,
     MtuTest,
     ProbeTest,
     bandwidth_median,
-    bandwidth_status,
+    bandwidth_verdict,
     is_outlier,
     latency_status,
     loss_status,
@@ -48,7 +49,7 @@ def _bandwidth(sample: BandwidthSample, criteria: Criteria) -> dict[str, Any]:
         return _round(criteria.plan_gbps(bps)) if bps is not None else None
 
     return {
-        "status": bandwidth_status(sample, criteria),
+        "status": bandwidth_verdict(sample, criteria),
         "gbps": gbps(sample.bps),
         "forward_gbps": gbps(sample.forward_bps) if sample.ok else None,
         "reverse_gbps": gbps(sample.reverse_bps) if sample.ok else None,
@@ -56,6 +57,20 @@ def _bandwidth(sample: BandwidthSample, criteria: Criteria) -> dict[str, Any]:
         "retransmits": sample.retransmits,
         "error": sample.error,
         "raw": sample.raw,
+        "cpu": {"client": _end_cpu(sample.client_cpu), "server": _end_cpu(sample.server_cpu)},
+    }
+
+
+def _end_cpu(end: EndCpu) -> dict[str, Any]:
+    host = end.host
+    return {
+        "bound": end.bound,
+        "iperf3_pct": _round(end.iperf3_pct, 2),
+        "wait_pct": host.wait_pct if host else None,
+        "busy_pct": host.busy_pct if host else None,
+        "steal_pct": host.steal_pct if host else None,
+        "load1": host.load1 if host else None,
+        "cpus": host.cpus if host else None,
     }
 
 

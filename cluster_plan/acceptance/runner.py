@@ -54,6 +54,7 @@ JOB_PHASES = ("collectives", "training")
 PHASES = (*NETWORK_PHASES, "storage", *JOB_PHASES)
 MTU_RETEST_PROBES = 10
 MTU_TIMEOUT_S = 30  # one fping of a few jumbo frames per target; far more than it needs
+SERVER_GRACE_S = 5.0  # how long a one-off iperf3 server may take to end after its client
 
 
 def rotated_targets(nodes: Sequence[Node], source: str) -> list[str]:
@@ -134,17 +135,16 @@ class AcceptanceRunner:
             self.options.omit_s,
         )  # fmt: skip
         deadline = time.monotonic() + self.options.connect_retry_s
-        try:
-            while True:
-                sample = parse_iperf3(self._run(client.name, argv, limit))
-                refused = sample.error is not None and "refused" in sample.error
-                if not refused or time.monotonic() > deadline:
-                    return sample
-                time.sleep(0.05)  # the server is not listening yet
-        finally:
-            # a server that will not stop dies by its own timeout
-            with contextlib.suppress(Exception):
-                handle.stop()
+        sample = parse_iperf3(self._run(client.name, argv, limit))
+        while sample.error and "refused" in sample.error and time.monotonic() <= deadline:
+            time.sleep(0.05)  # the server is not listening yet
+            sample = parse_iperf3(self._run(client.name, argv, limit))
+        # a one-off server ends with its client, and its probe reports the server's CPU then;
+        # one that will not stop dies by its own timeout
+        stopped = None
+        with contextlib.suppress(Exception):  # see _run
+            stopped = handle.stop(SERVER_GRACE_S if sample.ok else 0.0)
+        return sample.with_server_probe(stopped) if stopped is not None else sample
 
     def _round(self, net: TestedNetwork, index: int, pairs: Sequence[tuple[str, str]]) -> None:
         nodes = {n.name: n for n in net.nodes}

@@ -2,7 +2,9 @@
 
 Absolute thresholds come from the plan; relative outliers (well below the cluster's median)
 are flagged too, so a link that passes the plan but lags its peers is seen. A pair that fails
-or lags is retested alone by the runner; the retest, when there is one, decides. When several
+or lags is retested alone by the runner; the retest, when there is one, decides. A figure below
+the floor that a CPU-bound end accounts for (cluster_plan.acceptance.starvation) is no evidence
+about the link: an inconclusive warning naming the host and its load, never a fault. When several
 failing pairs of one kind share a node, the node is named (greedy cover: the node in most
 unexplained failing pairs first); a failing pair no named node explains is named as a link.
 """
@@ -18,8 +20,10 @@ from typing import Any
 from cluster_plan.acceptance.fping import ProbeSample
 from cluster_plan.acceptance.iperf import BandwidthSample
 from cluster_plan.acceptance.spec import Criteria
+from cluster_plan.acceptance.starvation import EndCpu
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
+INCONCLUSIVE = "inconclusive"  # below the floor, and a CPU-bound end accounts for it
 # When a node has several kinds of fault, the first in this order is named as the cause:
 # loss and delay slow TCP down, so low bandwidth there is a consequence, not a second fault.
 KIND_ORDER = ("measurement", "mtu", "loss", "latency", "bandwidth")
@@ -100,6 +104,24 @@ def bandwidth_status(sample: BandwidthSample, criteria: Criteria) -> str:
     if sample.bps is None:
         return ERROR
     return PASS if criteria.plan_gbps(sample.bps) >= criteria.min_gbps else FAIL
+
+
+def cpu_bound_ends(
+    sample: BandwidthSample, criteria: Criteria, client: str, server: str
+) -> list[tuple[str, EndCpu]]:
+    """The ends whose CPU accounts for a figure below the floor (none when it is not below)."""
+    if bandwidth_status(sample, criteria) != FAIL or sample.bps is None:
+        return []
+    shortfall = 1 - criteria.plan_gbps(sample.bps) / criteria.min_gbps
+    ends = ((client, sample.client_cpu), (server, sample.server_cpu))
+    return [(name, cpu) for name, cpu in ends if cpu.accounts_for(shortfall)]
+
+
+def bandwidth_verdict(sample: BandwidthSample, criteria: Criteria) -> str:
+    """pass, fail, error, or inconclusive: below the floor for want of a CPU."""
+    if cpu_bound_ends(sample, criteria, "client", "server"):
+        return INCONCLUSIVE
+    return bandwidth_status(sample, criteria)
 
 
 def is_outlier(sample: BandwidthSample, median: float | None, criteria: Criteria) -> bool:
@@ -201,26 +223,48 @@ Failing = dict[str, dict[tuple[str, str], str]]
 
 def _bandwidth_failures(
     tests: Sequence[BandwidthTest], criteria: Criteria, failing: Failing
-) -> dict[tuple[str, str], str]:
-    """Record failing pairs in ``failing``; return the outliers (slow but above the floor)."""
+) -> tuple[dict[tuple[str, str], str], list[Finding]]:
+    """Record failing pairs in ``failing``; return the outliers (slow but above the floor) and
+    the inconclusive figures (below it for want of a CPU)."""
     outliers: dict[tuple[str, str], str] = {}
+    inconclusive: list[Finding] = []
     median = bandwidth_median(tests)
     for t in tests:
         key, final = _key(t.client, t.server), t.final
         status = bandwidth_status(final, criteria)
+        figure = (
+            f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s"
+            if final.bps is not None
+            else ""
+        )
         if status == ERROR:
             failing["measurement"][key] = f"iperf3 {t.client} -> {t.server}: {final.error}"
-        elif status == FAIL and final.bps is not None:
-            failing["bandwidth"][key] = (
-                f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s "
-                f"< {criteria.min_gbps:g}"
-            )
+        elif status == FAIL and (starved := cpu_bound_ends(final, criteria, t.client, t.server)):
+            inconclusive.append(_inconclusive(t, key, starved, f"{figure} < {criteria.min_gbps:g}"))
+        elif status == FAIL:
+            failing["bandwidth"][key] = f"{figure} < {criteria.min_gbps:g}"
         elif is_outlier(final, median, criteria) and final.bps is not None and median:
-            outliers[key] = (
-                f"{t.client} <-> {t.server}: {criteria.plan_gbps(final.bps):.2f} Gb/s, "
-                f"{final.bps / median:.0%} of the median"
-            )
-    return outliers
+            outliers[key] = f"{figure}, {final.bps / median:.0%} of the median"
+    return outliers, inconclusive
+
+
+def _inconclusive(
+    test: BandwidthTest, key: tuple[str, str], ends: list[tuple[str, EndCpu]], figure: str
+) -> Finding:
+    hosts = " and ".join(name for name, _ in ends)
+    retested = "after a retest alone " if test.retest is not None else ""
+    return Finding(
+        kind=INCONCLUSIVE,
+        severity="warning",
+        network=test.network,
+        pairs=[key],
+        message=(
+            f"{figure} on {test.network}, {retested}with {hosts} CPU-bound: "
+            + "; ".join(f"{name}: {cpu.describe()}" for name, cpu in ends)
+            + ". Not judged as a link fault: measure again when the host is idle"
+        ),
+        evidence=[f"{name}: {cpu.describe()}" for name, cpu in ends],
+    )
 
 
 def _probe_failures(tests: Sequence[ProbeTest], criteria: Criteria, failing: Failing) -> None:
@@ -263,13 +307,14 @@ def judge(
     findings: list[Finding] = []
     for net in networks:
         failing: Failing = {k: {} for k in KIND_ORDER}
-        outliers = _bandwidth_failures(
+        outliers, inconclusive = _bandwidth_failures(
             [t for t in bandwidth if t.network == net], criteria, failing
         )
         _probe_failures([t for t in probes if t.network == net], criteria, failing)
         _mtu_failures([t for t in mtu if t.network == net], failing)
         findings += _faults(failing, net)
         findings += localise(outliers, "bandwidth_outlier", net, severity="warning")
+        findings += inconclusive
     return findings
 
 

@@ -1,5 +1,5 @@
-"""`cluster-plan exporter gpu|slurm|state --textfile-dir DIR`: run one collector once and write
-its node_exporter textfile (docs/monitoring-exporters.md). Exit 0 when the collector ran
+"""`cluster-plan exporter gpu|slurm|state|clock --textfile-dir DIR`: run one collector once and
+write its node_exporter textfile (docs/monitoring-exporters.md). Exit 0 when the collector ran
 cleanly, 1 when it failed (its previous metrics removed, collector_success 0 written, the
 reason on stderr), 2 on usage errors."""
 
@@ -15,7 +15,7 @@ from cluster_plan.cli.policy import CheckFailed, Exit, UsageError
 
 
 def register(subparsers: Any) -> None:
-    """Add `exporter` (with gpu, slurm and state) to the CLI's subparsers."""
+    """Add `exporter` (with gpu, slurm, state and clock) to the CLI's subparsers."""
     exporter = subparsers.add_parser(
         "exporter",
         help="write node_exporter textfile metrics (docs/monitoring-exporters.md)",
@@ -43,6 +43,7 @@ def register(subparsers: Any) -> None:
     state.add_argument(
         "--plan", type=Path, help="run backup status / drift on this plan when not saved"
     )
+    _collector(kinds, "clock", "chronyd's time source, on every host")
 
 
 def _collector(kinds: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -55,7 +56,7 @@ def _collector(kinds: Any, name: str, help_text: str) -> argparse.ArgumentParser
 def exporter_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.exporters.textfile import CollectorError, run_collector
 
-    collect = {"gpu": _gpu, "slurm": _slurm, "state": _state}[args.collector](args)
+    collect = {"gpu": _gpu, "slurm": _slurm, "state": _state, "clock": _clock}[args.collector](args)
     try:
         failure = run_collector(args.textfile_dir, args.collector, collect)
     except CollectorError as exc:  # no textfile directory: nothing can be written
@@ -76,6 +77,12 @@ def _slurm(args: argparse.Namespace) -> Callable[[], list[Any]]:
     from cluster_plan.exporters.slurm import collect_slurm
 
     return collect_slurm
+
+
+def _clock(args: argparse.Namespace) -> Callable[[], list[Any]]:
+    from cluster_plan.exporters.clock import collect_clock
+
+    return collect_clock
 
 
 def _state(args: argparse.Namespace) -> Callable[[], list[Any]]:

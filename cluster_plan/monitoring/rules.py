@@ -72,6 +72,30 @@ def _about_node(expr: str) -> str:
 # ---- nodes and their ports ----------------------------------------------------------------
 
 
+def time_references(plan: ExpandedPlan) -> list[str]:
+    """The hosts the plan makes the site's own time reference: its NTP servers, when
+    `cluster.time_reference` is set."""
+    if not plan["cluster"].get("time_reference"):
+        return []
+    return sorted(plan["groups"].get("ntp_server", []))
+
+
+def clock_unsynchronised(plan: ExpandedPlan) -> str:
+    """From the clock collector (chronyd's own view, not the kernel's flag, which a server
+    serving its own clock never sets): a host that tracks no real source, unless it is a site
+    reference serving its own clock, which is what it promises."""
+    references = time_references(plan)
+    if not references:
+        return 'cluster_plan_clock_synchronised{job="node"} == 0'
+    chosen = f'job="node",node=~{_alternatives(references)}'
+    others = f'job="node",node!~{_alternatives(references)}'
+    return (
+        f"cluster_plan_clock_synchronised{{{others}}} == 0 or "
+        f"cluster_plan_clock_synchronised{{{chosen}}} "
+        f"+ cluster_plan_clock_local_reference{{{chosen}}} == 0"
+    )
+
+
 def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     after = monitoring["alert_after_minutes"]
     wait = _minutes(after["node_down"])
@@ -88,11 +112,12 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
         ),
         _rule(
             "ClockUnsynchronised",
-            'node_timex_sync_status{job="node"} == 0',
+            clock_unsynchronised(plan),
             "warning",
             "{{ $labels.node }}'s clock is not synchronised",
             "chronyc tracking and chronyc sources on the host; check the plan's NTP servers "
-            "are reachable from it.",
+            "are reachable from it (a site reference server, cluster.time_reference, may serve "
+            "its own clock instead).",
             clock,
         ),
         # The kernel's sync flag above stays set for a while after chronyd stops (and in the

@@ -14,6 +14,10 @@ from collections.abc import Callable
 from typing import Any, Literal, TypedDict, Union, get_args, get_origin
 
 
+class TimeReference(TypedDict):
+    stratum: int  # the ntp_server hosts serve their own clock at this stratum
+
+
 class Cluster(TypedDict):
     name: str
     domain: str
@@ -21,6 +25,7 @@ class Cluster(TypedDict):
     timezone: str
     description: str
     management_network: str  # the network Ansible reaches nodes on
+    time_reference: typing.NotRequired[TimeReference]  # only when the plan says so
 
 
 class Network(TypedDict):

@@ -34,6 +34,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "cluster.os": None,
     "cluster.timezone": "UTC",
     "cluster.description": "",
+    "cluster.time_reference.stratum": 10,
     "networks.*.gateway": None,
     "networks.*.dns": [],
     "networks.*.ntp": [],

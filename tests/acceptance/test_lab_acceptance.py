@@ -77,9 +77,13 @@ def test_injected_faults_are_named_in_every_run(lab: Lab, tmp_path: Path) -> Non
         for run in range(RUNS):
             code, report, _ = run_acceptance(lab, tmp_path / f"run{run}")
             named = sorted((f["node"], f["kind"]) for f in report["nodes_at_fault"])
+            # a pair this busy machine starved is an inconclusive warning (docs/acceptance.md,
+            # "CPU-bound measurements"), shown but no misdiagnosis; the rate fault must not be
+            # one: its node is named for bandwidth above
             others = [
                 f for f in report["findings"]
-                if f["node"] not in (slow, lossy, delayed) or f["severity"] != "fault"
+                if (f["node"] not in (slow, lossy, delayed) or f["severity"] != "fault")
+                and f["kind"] != "inconclusive"
             ]  # fmt: skip
             outcomes.append((code, named, others, report["timing"]["total_s"]))
             print(f"run {run + 1}: exit {code}, named {named}, other findings {others}, "

@@ -379,10 +379,12 @@ def test_a_refused_change_exits_3_with_each_reason(plans, tmp_path):
 
 def test_a_plan_that_fails_its_checks_names_file_and_key_and_exits_1(plans, tmp_path):
     bad = tmp_path / "cluster.yml"
-    bad.write_text(LAB_PLAN.read_text().replace("count: 2\n", "count: two\n", 1))
+    text = LAB_PLAN.read_text()
+    line = text[: text.index("count: 2\n")].count("\n") + 1  # the lab plan's own line
+    bad.write_text(text.replace("count: 2\n", "count: two\n", 1))
     done = cli("change", str(plans["lab"]), str(bad), "--dry-run")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"{bad}:81:" in done.stdout + done.stderr and "count" in done.stdout + done.stderr
+    assert f"{bad}:{line}:" in done.stdout + done.stderr and "count" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -50,6 +50,7 @@ class Facts:
     node_down_for: str  # how its `for` reads: 15s, 2m
     clock_minutes: float
     drained_minutes: float
+    time_reference: bool  # cluster.time_reference: the head (ntp_server) is the site's reference
 
 
 LAB = Facts(
@@ -75,6 +76,7 @@ LAB = Facts(
     node_down_for="15s",
     clock_minutes=0.25,
     drained_minutes=0.25,
+    time_reference=True,
 )
 H100 = Facts(
     plan="inventory/examples/slurm-h100.yml",
@@ -99,6 +101,7 @@ H100 = Facts(
     node_down_for="2m",
     clock_minutes=10,
     drained_minutes=10,
+    time_reference=False,
 )
 
 
@@ -199,6 +202,17 @@ class Cases:
         ]
 
 
+def clock(
+    target: dict[str, str], synchronised: str, local: str
+) -> list[tuple[str, dict[str, str], str]]:
+    """The clock collector's two series for a host: chronyd tracks a real source; chronyd
+    serves its own clock (chrony's local directive)."""
+    return [
+        ("cluster_plan_clock_synchronised", target, synchronised),
+        ("cluster_plan_clock_local_reference", target, local),
+    ]
+
+
 def node_cases(c: Cases) -> None:
     f, gpu = c.f, c.gpu_target()
     c.fires(
@@ -210,16 +224,14 @@ def node_cases(c: Cases) -> None:
     )
     c.quiet_when("NodeDown", [("up", gpu, briefly(0, 1, 10, f.node_down_minutes))], "10m")
     c.quiet_when("NodeDown", [("up", gpu, "1x10")], "10m")
-    c.fires(
+    c.fires(  # a client that lost its server (more cases: test_the_clock_rule_...)
         "ClockUnsynchronised",
-        [("node_timex_sync_status", c.head_target(), "0x15")],
+        clock(gpu, synchronised="1x4 0x11", local="0x15"),
         "15m",
-        {**c.head_target(), "severity": "warning"},
-        f"{f.head}'s clock is not synchronised",
+        {**gpu, "severity": "warning"},
+        f"{f.gpu_node}'s clock is not synchronised",
     )
-    c.quiet_when(
-        "ClockUnsynchronised", [("node_timex_sync_status", c.head_target(), "1x15")], "15m"
-    )
+    c.quiet_when("ClockUnsynchronised", clock(c.head_target(), "1x15", "0x15"), "15m")
     chrony = {**c.head_target(), "name": "chrony.service", "state": "active"}
     c.fires(
         "ClockServiceStopped",
@@ -602,6 +614,60 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(rendered):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
+
+
+def test_the_clock_rule_judges_what_each_host_promises(rendered):
+    """A site reference server (the lab plan's head01, cluster.time_reference) is healthy
+    while it serves its own clock; an NTP server that is not one, and every client, alert when
+    they track no real source, whatever they serve. One promtool group per case."""
+    promtool = need(PROMTOOL, "prometheus")
+    facts, directory = rendered
+    (runbook,) = [
+        r["annotations"]["runbook"]
+        for r in rules_of(directory)
+        if r["alert"] == "ClockUnsynchronised"
+    ]
+    c = Cases(facts, {})
+    head, gpu = c.head_target(), c.gpu_target()
+    cases = [  # (what, host's labels, synchronised, serves its own clock, fires)
+        ("the NTP server serves its own clock", head, 0, 1, not facts.time_reference),
+        ("the NTP server serves nothing", head, 0, 0, True),
+        ("the NTP server tracks its upstream", head, 1, 0, False),
+        ("a client lost its server", gpu, 0, 0, True),
+        ("a client serves its own clock", gpu, 0, 1, True),
+        ("a client tracks its server", gpu, 1, 0, False),
+    ]
+    groups = []
+    for what, target, synchronised, local, fires in cases:
+        series = clock(target, f"{synchronised}x15", f"{local}x15")
+        annotations = {"summary": f"{target['node']}'s clock is not synchronised",
+                       "runbook": runbook}  # fmt: skip
+        expected = [
+            {"exp_labels": {**target, "severity": "warning"}, "exp_annotations": annotations}
+        ]
+        expected = expected if fires else []
+        groups.append({
+            "name": f"{facts.cluster}: {what}",
+            "interval": "1m",
+            "input_series": [
+                {"series": f"{name}{{{selector(labels)}}}", "values": values}
+                for name, labels, values in series
+            ],
+            "alert_rule_test": [
+                {"eval_time": "15m", "alertname": "ClockUnsynchronised", "exp_alerts": expected}
+            ],
+        })  # fmt: skip
+    test_file = directory / "clock.test.yml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": ["rules/cluster-plan.rules.yml"], "tests": groups}, sort_keys=False
+        )
+    )
+    done = subprocess.run(
+        [promtool, "test", "rules", test_file.name],
+        cwd=directory, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_every_rule_has_a_severity_a_summary_and_a_runbook(rendered):

@@ -59,6 +59,32 @@ def test_ntp_server_serves_the_cluster_and_clients_use_it(lab_expanded):
     assert "rtcsync" in client
 
 
+def test_a_site_reference_serves_its_own_clock_in_orphan_mode(lab_expanded):
+    """The lab plan's cluster.time_reference: head01 serves its own clock when its upstream
+    is unreachable, at the plan's stratum; without the option, the plain fallback."""
+    assert lab_expanded["cluster"]["time_reference"] == {"stratum": 10}
+    lab_expanded["cluster"]["time_reference"] = {"stratum": 8}
+    head = render("common", "chrony.conf.j2", lab_expanded, "head01", CONTAINER)
+    assert "local stratum 8 orphan" in head.splitlines()
+    assert "server 10.40.0.2 iburst" in head  # its upstream, when there is one
+    client = render("common", "chrony.conf.j2", lab_expanded, "gpu01", BARE_METAL)
+    assert "local" not in client and "orphan" not in client
+    del lab_expanded["cluster"]["time_reference"]
+    plain = render("common", "chrony.conf.j2", lab_expanded, "head01", CONTAINER)
+    assert "local stratum 10" in plain.splitlines() and "orphan" not in plain
+
+
+def test_several_reference_servers_poll_each_other(lab_expanded):
+    lab_expanded["groups"]["ntp_server"] = ["head01", "osd01"]
+    head = render("common", "chrony.conf.j2", lab_expanded, "head01", CONTAINER)
+    osd = render("common", "chrony.conf.j2", lab_expanded, "osd01", CONTAINER)
+    head_address = lab_expanded["hosts"]["head01"]["address"]
+    osd_address = lab_expanded["hosts"]["osd01"]["address"]
+    assert f"server {osd_address} iburst" in head and f"server {head_address} iburst" not in head
+    assert f"server {head_address} iburst" in osd and f"server {osd_address} iburst" not in osd
+    assert "local stratum 10 orphan" in head.splitlines() and "local stratum 10 orphan" in osd
+
+
 def test_without_ntp_servers_every_host_uses_the_plan_upstream(lab_expanded):
     lab_expanded["groups"].pop("ntp_server")
     text = render("common", "chrony.conf.j2", lab_expanded, "gpu01", CONTAINER)

@@ -113,15 +113,20 @@ def _collectors(expanded: dict[str, Any], host: str) -> list[dict[str, Any]]:
     return list(value(ROLE, "monitoring_collectors", expanded, host, _vars()))
 
 
+CLOCK = {"name": "clock", "timeout_s": 30, "args": []}  # chronyd's time source, every host
+
+
 def test_collectors_run_where_the_plan_says(lab_expanded):
     gpu = _collectors(lab_expanded, "gpu01")
-    assert gpu == [{"name": "gpu", "timeout_s": 60, "args": ["--node", "gpu01", "--expected", "2"]}]
-    assert [c["name"] for c in _collectors(lab_expanded, "head01")] == ["slurm", "state"]
+    assert gpu == [
+        CLOCK, {"name": "gpu", "timeout_s": 60, "args": ["--node", "gpu01", "--expected", "2"]}
+    ]  # fmt: skip
+    assert [c["name"] for c in _collectors(lab_expanded, "head01")] == ["clock", "slurm", "state"]
     # the second Slurm controller does not report the same series again
     assert "osd01" in lab_expanded["groups"]["slurm_controller"]
-    assert _collectors(lab_expanded, "osd01") == []
+    assert _collectors(lab_expanded, "osd01") == [CLOCK]
     # a generic accelerator gets no NVML collector
-    assert _collectors(lab_expanded, "infer01") == []
+    assert _collectors(lab_expanded, "infer01") == [CLOCK]
     assert monitoring_gpus(lab_expanded["hosts"]["infer01"]) == 0
 
 
@@ -129,16 +134,10 @@ def test_one_package_list_per_host(lab_expanded):
     def packages(host: str) -> list[str]:
         return list(value(ROLE, "monitoring_host_packages", lab_expanded, host, _vars()))
 
-    node = ["prometheus-node-exporter", "dbus"]
-    assert packages("stor01") == node
-    assert packages("gpu01") == [*node, "python3", "python3-prometheus-client"]
-    assert packages("head01") == [
-        *node,
-        "python3",
-        "python3-prometheus-client",
-        "prometheus",
-        "prometheus-alertmanager",
-    ]
+    node = ["prometheus-node-exporter", "dbus", "python3", "python3-prometheus-client"]
+    assert packages("stor01") == node  # the clock collector runs everywhere
+    assert packages("gpu01") == node
+    assert packages("head01") == [*node, "prometheus", "prometheus-alertmanager"]
 
 
 def _unit(expanded: dict[str, Any], host: str, item: dict[str, Any], **extra: Any) -> str:
@@ -153,7 +152,7 @@ def _exec_start(text: str) -> list[str]:
 
 
 def test_gpu_collector_unit_runs_the_zip_with_the_plan_count(lab_expanded):
-    (item,) = _collectors(lab_expanded, "gpu01")
+    (_, item) = _collectors(lab_expanded, "gpu01")
     text = _unit(lab_expanded, "gpu01", item)
     assert _exec_start(text) == [
         "/usr/bin/python3",
@@ -182,7 +181,7 @@ def test_timer_follows_the_plan_scrape_interval(lab_expanded):
 
 
 def test_the_state_collector_reads_the_documents_delivered_to_it(lab_expanded):
-    (_, state) = _collectors(lab_expanded, "head01")
+    (_, _, state) = _collectors(lab_expanded, "head01")
     args = _exec_start(_unit(lab_expanded, "head01", state))
     folder = "/var/lib/cluster-plan/state"
     assert args[args.index("state") + 3 :] == [
@@ -304,6 +303,7 @@ def test_the_record_names_what_each_host_runs(lab_expanded):
     assert not [f for f in head["files"] if f.startswith("/etc/prometheus/default/")]
     assert head["services"] == [
         "prometheus-node-exporter",
+        "cluster-plan-exporter-clock.timer",
         "cluster-plan-exporter-slurm.timer",
         "cluster-plan-exporter-state.timer",
         "prometheus",
@@ -311,14 +311,17 @@ def test_the_record_names_what_each_host_runs(lab_expanded):
     ]
     gpu = _record(lab_expanded, "gpu01")
     assert "/etc/systemd/system/cluster-plan-exporter-gpu.timer" in gpu["files"]
-    assert gpu["services"] == ["prometheus-node-exporter", "cluster-plan-exporter-gpu.timer"]
+    assert gpu["services"] == [
+        "prometheus-node-exporter",
+        "cluster-plan-exporter-clock.timer",
+        "cluster-plan-exporter-gpu.timer",
+    ]
     stor = _record(lab_expanded, "stor01")
-    assert stor == {
-        "files": ["/etc/default/prometheus-node-exporter"],
-        "paths": ["/var/lib/prometheus/node-exporter"],
-        "packages": ["prometheus-node-exporter", "dbus"],
-        "services": ["prometheus-node-exporter"],
-    }
+    assert stor["services"] == ["prometheus-node-exporter", "cluster-plan-exporter-clock.timer"]
+    assert "/etc/systemd/system/cluster-plan-exporter-clock.timer" in stor["files"]
+    assert stor["packages"] == [
+        "prometheus-node-exporter", "dbus", "python3", "python3-prometheus-client"
+    ]  # fmt: skip
     lab_expanded["monitoring"] = None
     assert _record(lab_expanded, "head01") == {
         "files": [],

@@ -11,7 +11,11 @@ from cluster_plan.plan.checks.accounts import check_accounts
 from cluster_plan.plan.checks.backups import check_backup_copies
 from cluster_plan.plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.plan.checks.ceph_hosts import check_ceph_hosts
-from cluster_plan.plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.plan.checks.cluster import (
+    check_admin_users,
+    check_cluster,
+    check_time_reference,
+)
 from cluster_plan.plan.checks.fitness import check_fitness, check_team_pools
 from cluster_plan.plan.checks.grammar import (
     check_calendars,
@@ -44,6 +48,7 @@ from cluster_plan.plan.checks.workload import check_datasets, check_workload_cla
 
 ALL_CHECKS: tuple[Check, ...] = (
     check_cluster,
+    check_time_reference,
     check_networks,
     check_capacity,
     check_service_addresses,

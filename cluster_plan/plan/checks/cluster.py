@@ -1,4 +1,4 @@
-"""The cluster's identity: its time zone, its DNS domain and its admins."""
+"""The cluster's identity: its time zone and time reference, its DNS domain and its admins."""
 
 from __future__ import annotations
 
@@ -52,6 +52,21 @@ def check_cluster(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
             ("cluster", "domain"),
             severity="warning",
             hint="use a name under a domain you own, or .internal (e.g. lab.internal)",
+        )
+
+
+def check_time_reference(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    """`cluster.time_reference` makes the ntp_server hosts the site's reference: it needs one."""
+    if plan["cluster"].get("time_reference") is None:
+        return
+    if not any("ntp_server" in node.roles for node in nodes):
+        yield Finding(
+            "missing-role",
+            "cluster.time_reference makes the hosts with role ntp_server the site's time "
+            "reference, but no host has that role: nothing would serve the site's time",
+            ("cluster", "time_reference"),
+            hint="add ntp_server to the roles of the node group that serves time (e.g. the "
+            "head node's), or remove time_reference",
         )
 
 
