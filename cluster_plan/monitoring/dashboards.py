@@ -81,8 +81,16 @@ def node_section(scope: str) -> Section:
                 steps=_above(1),
             ),
             Panel(
-                "Clock synchronised (1 = yes)",
-                ((f"min by (node) (node_timex_sync_status{up})", "{{node}}"),),
+                # chronyd's view (the clock collector): a site reference serving its own
+                # clock counts as synchronised, as the ClockUnsynchronised rule judges it
+                "Clock synchronised or the site's reference (1 = yes)",
+                (
+                    (
+                        f"clamp_max(min by (node) (cluster_plan_clock_synchronised{up})"
+                        f" + min by (node) (cluster_plan_clock_local_reference{up}), 1)",
+                        "{{node}}",
+                    ),
+                ),
                 steps=_below(1),
             ),
             Panel(

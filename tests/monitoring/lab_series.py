@@ -39,7 +39,8 @@ def target_labels(rendered: Path) -> dict[str, dict[str, str]]:
 def _node_series(node: str, base: dict[str, str]) -> list[tuple[str, dict[str, str], float]]:
     series = [
         ("up", base, 0.0 if node == DOWN else 1.0),
-        ("node_timex_sync_status", base, 1.0),
+        ("cluster_plan_clock_synchronised", base, 1.0),
+        ("cluster_plan_clock_local_reference", base, 0.0),
         ("node_timex_offset_seconds", base, -0.00012),
         ("node_network_mtu_bytes", {**base, "device": "lo"}, 65536.0),
     ]
