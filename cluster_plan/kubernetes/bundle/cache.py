@@ -96,7 +96,7 @@ def go_environment(root: Path, environ: Mapping[str, str] = os.environ) -> dict[
     workspace, no toolchain download, no VCS stamp (the sources are module zips); GOPROXY,
     GOSUMDB and GOPRIVATE as the user set them (a site's own proxy)."""
     env = {k: v for k, v in environ.items() if not k.startswith(("GO", "CGO_"))}
-    keep = ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE")
+    keep = ("GOROOT", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE")
     env.update({k: environ[k] for k in keep if k in environ})
     env.update(
         {
