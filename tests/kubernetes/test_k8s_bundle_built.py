@@ -6,7 +6,9 @@ this module never builds it (a cold build takes many minutes)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,30 @@ def test_the_images_are_valid_and_start_what_kubeadm_starts(bundle: Bundle) -> N
 
 def _path() -> str:
     return "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")
+def test_kube_proxys_netfilter_tools_run_from_the_image_alone(
+    bundle: Bundle, tmp_path: Path
+) -> None:
+    """The image's nft and iptables start with the image's own loader and libraries."""
+    layout = bundle.image_layout("kube-proxy")
+    index = json.loads((layout / "index.json").read_text())
+    blobs = layout / "blobs" / "sha256"
+    manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_text())
+    with tarfile.open(blobs / manifest["layers"][0]["digest"][7:]) as layer:
+        if hasattr(tarfile, "tar_filter"):  # the filter came with 3.11.4; 3.14 wants one
+            layer.extractall(tmp_path, filter="tar")
+        else:
+            layer.extractall(tmp_path)
+    for command, answer in (
+        (["/usr/sbin/nft", "--version"], "nftables v"),
+        (["/usr/sbin/iptables", "--version"], "(nf_tables)"),
+        (["/usr/sbin/ip6tables-restore", "--version"], "(nf_tables)"),
+        (["/usr/local/bin/kube-proxy", "--version"], "Kubernetes v1.36.3"),
+    ):
+        result = subprocess.run(
+            ["chroot", str(tmp_path), *command], capture_output=True, text=True, timeout=30
+        )
+        assert result.returncode == 0, result.stderr
+        assert answer in result.stdout
