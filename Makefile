@@ -9,10 +9,11 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # Host packages: the lab (debootstrap, nftables, iperf3, fping, netcat), the Lua tests, sshd
 # for the test that checks the roles' sshd drop-in with `sshd -T` (docs/lab.md, Skips), and
-# promtool/amtool for the monitoring tests (docs/monitoring.md).
+# promtool/amtool for the monitoring tests (docs/monitoring.md), and the C side of the
+# Kubernetes offline bundle: runc links libseccomp statically, pause is C (docs/kubernetes.md).
 APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables iperf3 fping \
 	netcat-openbsd socat lua5.3 lua-busted librsvg2-bin openssh-server \
-	prometheus prometheus-alertmanager chromium
+	prometheus prometheus-alertmanager chromium gcc libc6-dev libseccomp-dev
 # Every `make test` keeps its evidence under reports/ (gitignored): the JUnit XML, every
 # test's setup/call/teardown seconds (durations.txt) and the phase totals (phases.json),
 # printed at the end against tests/budget.json (tests/support/phase_report.py).

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.cli.policy import Exit
+from cluster_plan.kubernetes.bundle import command as bundle
 from cluster_plan.plan.findings import PlanError
 
 
@@ -36,6 +37,7 @@ def register(subparsers: Any) -> None:
     )
     render.add_argument("-o", "--output", type=Path, metavar="DIR", help="write the files here")
     render.set_defaults(func=render_command)
+    bundle.register(sub)
 
 
 def render_command(args: argparse.Namespace) -> Exit:
