@@ -4,7 +4,8 @@ Only regular files are read: a FIFO would block the reader for ever, /dev/zero n
 directory or a socket is no file at all. The file is looked at before it is opened, opened
 without blocking, and looked at again through the open descriptor (it may have been swapped
 in between); at most a limit of bytes is read. JSON is parsed with every way it can fail
-(too deep for the parser, a number too long for Python's int) turned into one message.
+(too deep for the parser, a number too long for Python's int, NaN or Infinity, which Python
+reads and JSON does not have) turned into one message.
 """
 
 from __future__ import annotations
@@ -113,10 +114,22 @@ def _depth(data: Any) -> int:
     return deepest
 
 
+class _NonFinite(Exception):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON (RFC 8259) has none."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
 def parse_json(text: str, path: str | Path, what: str = "JSON") -> Any:
     """JSON text -> data; InputError (with the line and column where known) otherwise."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFinite as exc:
+        raise InputError(
+            path, f"not {what}: it holds {exc}, a number JSON does not have (numbers are finite)"
+        ) from None
     except json.JSONDecodeError as exc:
         error = InputError(path, f"not {what}: {exc.msg} (line {exc.lineno} column {exc.colno})")
         error.line, error.column = exc.lineno, exc.colno

@@ -6,6 +6,7 @@ composed first and turned into data here, with duplicates reported as findings.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ MAX_ALIAS_VALUES = 250_000
 # YAML 1.1 reads a plain 0-prefixed number as octal: `uid: 02001` is 1025, silently.
 _OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
 EXTENSION_PREFIX = "x-"
+# `.nan` and `.inf` are YAML floats that pass every minimum and maximum of the schema (every
+# comparison with NaN is false): a budget check would skip the value, a rule would never fire.
+_NON_FINITE = {True: "not a number (NaN)", False: "infinite"}
 
 
 @dataclass
@@ -103,6 +107,16 @@ class _Builder:
                     node,
                     hint=f"write {_without_zeros(node.value)} without the zero, or quote it "
                     "if it is text",
+                )
+            if type(value) is float and not math.isfinite(value):
+                self._finding(
+                    "not-finite",
+                    f"{_shown(node.value)} is {_NON_FINITE[math.isnan(value)]}; the plan's "
+                    "numbers must be finite",
+                    path,
+                    node,
+                    hint="write the number, or leave the key out for its default (YAML reads "
+                    ".nan and .inf, in any case, and numbers past 1.8e308 so)",
                 )
             return value
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan

@@ -47,7 +47,15 @@ class Validation:
         return self.filled
 
 
-_BROKEN = (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError)
+_BROKEN = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    ValueError,
+    IndexError,
+    ZeroDivisionError,
+    OverflowError,
+)
 
 
 def _semantic_findings(
@@ -176,7 +184,9 @@ def validate_document(
     if lock_path is not None:
         result.previous, result.lock_problem = _read_own_lock(doc, lock_path)
     found = schema_findings(doc)
-    schema_clean = not errors(found)
+    # a value the loader refused (NaN, an octal slip) may break a check's arithmetic; the
+    # loader's finding says what is wrong, as a schema finding would
+    schema_clean = not errors([*doc.findings, *found])
     try:
         result.filled = with_defaults(doc.data)
     except _BROKEN:
