@@ -19,6 +19,7 @@ from cluster_plan.plan.checks.grammar import (
     check_ssh_keys,
 )
 from cluster_plan.plan.checks.hardware import check_accelerators, check_disks
+from cluster_plan.plan.checks.history import check_history_database
 from cluster_plan.plan.checks.interfaces import check_interfaces
 from cluster_plan.plan.checks.inventory import check_inventory
 from cluster_plan.plan.checks.kubernetes import check_kubernetes
@@ -76,6 +77,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_calendars,
     check_reserved_hostnames,
     check_acceptance,
+    check_history_database,
     check_monitoring,
     check_software,
     check_inventory,
