@@ -16,6 +16,7 @@ import yaml
 
 from cluster_plan.plan.findings import Finding, JsonPath
 from cluster_plan.plan.input_files import InputError, decode_text, open_regular
+from cluster_plan.plan.secrets import mask
 
 try:  # the C loader is several times faster on large plans
     from yaml import CSafeLoader as _Loader
@@ -44,10 +45,12 @@ class PlanDocument:
     positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
     key_positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    secrets: frozenset[str] = frozenset()  # values of the schema's writeOnly fields
 
     @property
     def source_lines(self) -> list[str]:
-        return self.text.splitlines()
+        """The plan's lines as findings quote them: secrets masked."""
+        return [mask(line, self.secrets) for line in self.text.splitlines()]
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int] | None:
         """Position of ``path``, or of its nearest ancestor that has one."""
