@@ -46,11 +46,18 @@ class PlanDocument:
     key_positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     secrets: frozenset[str] = frozenset()  # values of the schema's writeOnly fields
+    _shown: tuple[frozenset[str], list[str]] | None = field(default=None, repr=False)
 
     @property
     def source_lines(self) -> list[str]:
-        """The plan's lines as findings quote them: secrets masked."""
-        return [mask(line, self.secrets) for line in self.text.splitlines()]
+        """The plan's lines as findings quote them: secrets masked (worked out once for the
+        secrets known; every finding of a plan reads them)."""
+        if self._shown is None or self._shown[0] != self.secrets:
+            self._shown = (
+                self.secrets,
+                [mask(line, self.secrets) for line in self.text.splitlines()],
+            )
+        return list(self._shown[1])
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int] | None:
         """Position of ``path``, or of its nearest ancestor that has one."""
