@@ -32,7 +32,7 @@ from cluster_plan.plan.checks.networks import (
 )
 from cluster_plan.plan.checks.nodes import check_nodes
 from cluster_plan.plan.checks.pools import check_ceph_pools
-from cluster_plan.plan.checks.power import check_rack_power
+from cluster_plan.plan.checks.power import check_power_units, check_rack_power
 from cluster_plan.plan.checks.references import check_references
 from cluster_plan.plan.checks.reservations import check_reservations
 from cluster_plan.plan.checks.scheduler import check_scheduler
@@ -63,6 +63,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_accounts,
     check_team_pools,
     check_rack_power,
+    check_power_units,
     check_fitness,
     check_ceph,
     check_ceph_pools,
