@@ -38,6 +38,7 @@ from cluster_plan.plan.checks.reservations import check_reservations
 from cluster_plan.plan.checks.scheduler import check_scheduler
 from cluster_plan.plan.checks.services import check_backups, check_nfs_service
 from cluster_plan.plan.checks.software import check_software
+from cluster_plan.plan.checks.software_places import check_software_places
 from cluster_plan.plan.checks.storage import check_ceph, check_nfs_backends
 from cluster_plan.plan.checks.teams import check_teams
 from cluster_plan.plan.checks.topology import check_topology
@@ -81,6 +82,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_history_database,
     check_monitoring,
     check_software,
+    check_software_places,
     check_inventory,
 )
 
