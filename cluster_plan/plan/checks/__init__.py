@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cluster_plan.plan.checks.acceptance import check_acceptance
 from cluster_plan.plan.checks.accounts import check_accounts
+from cluster_plan.plan.checks.alerts import check_alerts
 from cluster_plan.plan.checks.backups import check_backup_copies
 from cluster_plan.plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.plan.checks.ceph_hosts import check_ceph_hosts
@@ -81,6 +82,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_acceptance,
     check_history_database,
     check_monitoring,
+    check_alerts,
     check_software,
     check_software_places,
     check_inventory,
