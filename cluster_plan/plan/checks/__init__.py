@@ -13,6 +13,7 @@ from cluster_plan.plan.checks.backups import check_backup_copies
 from cluster_plan.plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.plan.checks.ceph_hosts import check_ceph_hosts
 from cluster_plan.plan.checks.cluster import check_admin_users, check_cluster
+from cluster_plan.plan.checks.collectives import check_collectives
 from cluster_plan.plan.checks.fitness import check_fitness, check_team_pools
 from cluster_plan.plan.checks.grammar import (
     check_calendars,
@@ -80,6 +81,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_calendars,
     check_reserved_hostnames,
     check_acceptance,
+    check_collectives,
     check_history_database,
     check_monitoring,
     check_alerts,
