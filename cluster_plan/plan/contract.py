@@ -138,9 +138,27 @@ class Rack(TypedDict):
     cooling: typing.NotRequired[dict[str, Any]]  # kw and kind, as in the plan
 
 
+class Power(TypedDict):
+    """Settings of the power and cooling checks (docs/capacity.md)."""
+
+    typical_load_pct: float  # typical draw as a share of peak
+    warn_utilization_pct: float  # a rack past this share of a budget is warned about
+    air_cooling_max_kw: float  # the most heat air removes from one rack
+
+
+class ClassRequirements(TypedDict, total=False):
+    """What a workload class's GPUs must have (docs/capacity.md), as in the plan."""
+
+    gpu_memory_gb: float
+    nvlink: bool
+    accelerators: list[str]  # catalog models
+
+
 class WorkloadClass(TypedDict):
     pool: str
     needs: Literal["gpu", "accelerator", "cpu", "any"]
+    kind: typing.NotRequired[Literal["training", "inference", "simulation", "rendering", "general"]]
+    requires: typing.NotRequired[ClassRequirements]
     default: bool
     max_time: str
     description: str
@@ -374,6 +392,7 @@ class ExpandedPlan(TypedDict):
     networks: dict[str, Network]
     topology: Topology
     racks: dict[str, Rack]
+    power: Power
     hardware: dict[str, dict[str, Any]]  # the profiles, as in the plan with defaults
     scheduler: Scheduler | None
     teams: dict[str, Team]  # plan order

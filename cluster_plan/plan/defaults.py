@@ -24,6 +24,7 @@ from typing import Any
 
 from cluster_plan.plan.catalog import nvswitch_default
 from cluster_plan.plan.oncalendar import longest_gap_hours
+from cluster_plan.plan.power import AIR_COOLING_MAX_KW, TYPICAL_LOAD_PCT, WARN_UTILIZATION_PCT
 
 # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
 # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
@@ -44,6 +45,10 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "networks.*.description": "",
     "racks.*.row": None,
     "racks.*.description": "",
+    "power": {},
+    "power.typical_load_pct": TYPICAL_LOAD_PCT,
+    "power.warn_utilization_pct": WARN_UTILIZATION_PCT,
+    "power.air_cooling_max_kw": AIR_COOLING_MAX_KW,
     "topology.aggregation.*.uplink_gbps": None,
     "topology.access.*.uplink_gbps": None,
     "topology.access.*.ports": None,

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cluster_plan.plan.secrets import mask_userinfo
+
 Severity = Literal["error", "warning"]
 PathPart = str | int
 JsonPath = tuple[PathPart, ...]
@@ -65,8 +67,8 @@ class Finding:
             "line": self.line,
             "column": self.column,
             "path": self.json_path,
-            "message": self.message,
-            "hint": self.hint,
+            "message": mask_userinfo(self.message),
+            "hint": mask_userinfo(self.hint) if self.hint else self.hint,
             "suppressed_by": self.suppressed_by,
         }
 
@@ -78,6 +80,8 @@ class Finding:
         return f"{self.file}:{self.line}:{self.column or 1}"
 
     def render(self, source_lines: Sequence[str] | None = None) -> str:
+        """The finding for people, with the source line it points at (URL userinfo masked:
+        cluster_plan.plan.secrets)."""
         head = f"{self.where()}: {self.severity}[{self.code}] {self.json_path}: {self.message}"
         lines = [head]
         line = self.line or 0
@@ -87,7 +91,7 @@ class Finding:
             lines.append("    " + " " * max((self.column or 1) - 1, 0) + "^")
         if self.hint:
             lines.append(f"    hint: {self.hint}")
-        return "\n".join(lines)
+        return mask_userinfo("\n".join(lines))
 
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:

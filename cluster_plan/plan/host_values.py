@@ -37,6 +37,16 @@ def in_grammar(value: object, name: str) -> str:
     return text
 
 
+def grammar_problem(value: object, name: str) -> str:
+    """Why `value` is not of the plan grammar `name`, in words; '' when it is (for a role's
+    assert, which states the failure in its own fail_msg)."""
+    try:
+        in_grammar(value, name)
+    except UnsafeValue:
+        return f"{_shown(str(value))} is not {grammar(name)[2]}"
+    return ""
+
+
 def authorized_key(value: object) -> str:
     """`value` unchanged when it is one authorized_keys line sshd accepts (ssh_keys.key_problem)."""
     text = str(value)

@@ -6,6 +6,7 @@ composed first and turned into data here, with duplicates reported as findings.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 
 from cluster_plan.plan.findings import Finding, JsonPath
 from cluster_plan.plan.input_files import InputError, decode_text, open_regular
+from cluster_plan.plan.secrets import mask
 
 try:  # the C loader is several times faster on large plans
     from yaml import CSafeLoader as _Loader
@@ -28,6 +30,9 @@ MAX_ALIAS_VALUES = 250_000
 # YAML 1.1 reads a plain 0-prefixed number as octal: `uid: 02001` is 1025, silently.
 _OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
 EXTENSION_PREFIX = "x-"
+# `.nan` and `.inf` are YAML floats that pass every minimum and maximum of the schema (every
+# comparison with NaN is false): a budget check would skip the value, a rule would never fire.
+_NON_FINITE = {True: "not a number (NaN)", False: "infinite"}
 
 
 @dataclass
@@ -40,10 +45,19 @@ class PlanDocument:
     positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
     key_positions: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    secrets: frozenset[str] = frozenset()  # values of the schema's writeOnly fields
+    _shown: tuple[frozenset[str], list[str]] | None = field(default=None, repr=False)
 
     @property
     def source_lines(self) -> list[str]:
-        return self.text.splitlines()
+        """The plan's lines as findings quote them: secrets masked (worked out once for the
+        secrets known; every finding of a plan reads them)."""
+        if self._shown is None or self._shown[0] != self.secrets:
+            self._shown = (
+                self.secrets,
+                [mask(line, self.secrets) for line in self.text.splitlines()],
+            )
+        return list(self._shown[1])
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int, int] | None:
         """Position of ``path``, or of its nearest ancestor that has one."""
@@ -103,6 +117,16 @@ class _Builder:
                     node,
                     hint=f"write {_without_zeros(node.value)} without the zero, or quote it "
                     "if it is text",
+                )
+            if type(value) is float and not math.isfinite(value):
+                self._finding(
+                    "not-finite",
+                    f"{_shown(node.value)} is {_NON_FINITE[math.isnan(value)]}; the plan's "
+                    "numbers must be finite",
+                    path,
+                    node,
+                    hint="write the number, or leave the key out for its default (YAML reads "
+                    ".nan and .inf, in any case, and numbers past 1.8e308 so)",
                 )
             return value
         # Aliases share nodes: a cycle would recurse forever and a "billion laughs" plan

@@ -176,7 +176,7 @@ def _same_file(a: Path, b: str | Path) -> bool:
 
 
 def render_lock(lock: dict[str, Any]) -> str:
-    return json.dumps(lock, indent=2) + "\n"
+    return json.dumps(lock, indent=2, allow_nan=False) + "\n"
 
 
 def _mode_for(plan_path: Path | None) -> int:

@@ -282,3 +282,29 @@ def schema_findings(doc: PlanDocument) -> list[Finding]:
                 finding = Finding(code, message, path, hint=hint)
                 findings.append(doc.place(finding, key=at_key))
     return findings
+
+
+def secret_values(data: Any) -> set[str]:
+    """The strings the plan writes into fields the schema marks writeOnly (its secrets)."""
+    schema = plan_schema()
+    found: set[str] = set()
+
+    def walk(node: Any, value: Any) -> None:
+        secret = False
+        while isinstance(node, dict) and "$ref" in node:  # writeOnly may sit beside a $ref
+            secret = secret or bool(node.get("writeOnly"))
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        if not isinstance(node, dict):
+            return
+        if (secret or node.get("writeOnly")) and isinstance(value, str):
+            found.add(value)
+        if isinstance(value, dict):
+            extra = node.get("additionalProperties")
+            for key, item in value.items():
+                walk(node.get("properties", {}).get(key, extra), item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(node.get("items"), item)
+
+    walk(schema, data)
+    return found

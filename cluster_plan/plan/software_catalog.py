@@ -57,3 +57,8 @@ def is_cuda_wheel(package: str) -> bool:
     does: case and '-', '_', '.' folded)."""
     folded = package.lower().replace("_", "-").replace(".", "-")
     return folded in CUDA_WHEELS
+
+
+# What gives a pool a collectives backend (docs/collectives.md): torch (gloo, NCCL) or mpi4py.
+TORCH_PACKAGES: Final = frozenset({"python3-torch", "torch"})
+MPI_PACKAGES: Final = frozenset({"python3-mpi4py", "mpi4py"})

@@ -20,7 +20,8 @@ from cluster_plan.plan.lockfile import (
 )
 from cluster_plan.plan.nodes import Node, iter_nodes
 from cluster_plan.plan.placement import place_racks
-from cluster_plan.plan.schema import schema_findings
+from cluster_plan.plan.schema import schema_findings, secret_values
+from cluster_plan.plan.secrets import mask
 
 
 @dataclass
@@ -47,7 +48,15 @@ class Validation:
         return self.filled
 
 
-_BROKEN = (KeyError, TypeError, AttributeError, ValueError, IndexError, ZeroDivisionError)
+_BROKEN = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    ValueError,
+    IndexError,
+    ZeroDivisionError,
+    OverflowError,
+)
 
 
 def _semantic_findings(
@@ -117,6 +126,18 @@ def _apply_suppressions(doc: PlanDocument, findings: list[Finding]) -> list[Find
     return out + [doc.place(finding) for finding in rule_findings if finding is not None]
 
 
+def _masked(doc: PlanDocument, findings: list[Finding]) -> list[Finding]:
+    """Findings whose message or hint quotes a secret of the plan, with *** instead."""
+    if not doc.secrets:
+        return findings
+    return [
+        dataclasses.replace(
+            f, message=mask(f.message, doc.secrets), hint=f.hint and mask(f.hint, doc.secrets)
+        )
+        for f in findings
+    ]
+
+
 def _rule_for(rules: list[Any], finding: Finding) -> int | None:
     """The first suppression rule that names the finding's code (and path, if it gives one)."""
     for i, rule in enumerate(rules):
@@ -173,10 +194,13 @@ def validate_document(
     result = Validation(doc=doc, findings=list(doc.findings), lock_path=lock_path)
     if doc.data is None or not isinstance(doc.data, dict):
         return result
+    doc.secrets = frozenset(secret_values(doc.data))
     if lock_path is not None:
         result.previous, result.lock_problem = _read_own_lock(doc, lock_path)
     found = schema_findings(doc)
-    schema_clean = not errors(found)
+    # a value the loader refused (NaN, an octal slip) may break a check's arithmetic; the
+    # loader's finding says what is wrong, as a schema finding would
+    schema_clean = not errors([*doc.findings, *found])
     try:
         result.filled = with_defaults(doc.data)
     except _BROKEN:
@@ -189,7 +213,7 @@ def validate_document(
     result.findings.extend(found + semantic)
     result.nodes = nodes
     result.rack_moves = moves
-    result.findings = _apply_suppressions(doc, result.findings)
+    result.findings = _masked(doc, _apply_suppressions(doc, result.findings))
     if check_lock and lock_path is not None and result.ok:
         _check_lock(result, lock_path)
     result.findings.sort(key=sort_key)

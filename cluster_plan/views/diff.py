@@ -31,6 +31,7 @@ _CLUSTER_RULES: dict[tuple[str, ...], str] = {
     ("networks", "*", "description"): "none",
     ("topology",): "reconfigure",
     ("racks",): "none",
+    ("power",): "none",  # settings of validate's checks; nothing on a host changes
     ("hardware",): "none",  # effects show on the hosts that use a profile
     ("node_groups",): "none",  # likewise
     ("scheduler",): "reconfigure",

@@ -1,6 +1,7 @@
 """Filters that check a plan value against its grammar where a template writes it
-(cluster_plan.plan.host_values): `grammar` (a schema grammar by name), `authorized_key` (a
-key line sshd accepts) and `systemd_argument` (one quoted argument of a unit's ExecStart)."""
+(cluster_plan.plan.host_values): `grammar` (a schema grammar by name), `grammar_problem` (why
+a value is not of one, for an assert), `authorized_key` (a key line sshd accepts) and
+`systemd_argument` (one quoted argument of a unit's ExecStart)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "grammar": grammar,
+            "grammar_problem": _values.grammar_problem,
             "authorized_key": authorized_key,
             "systemd_argument": systemd_argument,
         }

@@ -459,6 +459,7 @@ def test_a_storage_node_coming_or_going_runs_no_other_hosts_storage_stage(
     # a change of the cluster's own settings: every stage, in full, on every host
     def slower_scrapes(plan: dict[str, Any]) -> None:
         plan["monitoring"]["scrape_interval_s"] = 20
+        plan["monitoring"]["alert_after_minutes"]["node_down"] = 0.5  # a wait of a scrape at least
 
     cluster = write_plan(tmp_path, slower_scrapes)
     (whole,) = operations(plans["lab"], cluster)

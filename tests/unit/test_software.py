@@ -109,6 +109,9 @@ def test_a_cpu_pip_build_may_go_anywhere_its_prefix_is_seen():
         ("        build: cuda\n", "        build: cpu\n"),
         ("packages: [torch, nvidia-nccl-cu12]", "packages: [torch]"),
         ("        classes: [training]\n", "        pools: [gpu]\n"),
+        # a CPU build's wheels: PyTorch's CPU index and tag (a +cu121 tag is refused there)
+        ('version: "2.5.1+cu121"', 'version: "2.5.1+cpu"'),
+        ("whl/cu121", "whl/cpu"),
     )
     assert codes(text) == set()
     on_cpu = replace_once(PER_PLATFORM, ("        classes: [training]\n", "        pools: [cpu]\n"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cluster_plan.plan.checks.acceptance import check_acceptance
 from cluster_plan.plan.checks.accounts import check_accounts
+from cluster_plan.plan.checks.alerts import check_alerts
 from cluster_plan.plan.checks.backups import check_backup_copies
 from cluster_plan.plan.checks.base import MAX_NODES, Check, Plan
 from cluster_plan.plan.checks.ceph_hosts import check_ceph_hosts
@@ -16,6 +17,7 @@ from cluster_plan.plan.checks.cluster import (
     check_cluster,
     check_time_reference,
 )
+from cluster_plan.plan.checks.collectives import check_collectives
 from cluster_plan.plan.checks.fitness import check_fitness, check_team_pools
 from cluster_plan.plan.checks.grammar import (
     check_calendars,
@@ -23,6 +25,7 @@ from cluster_plan.plan.checks.grammar import (
     check_ssh_keys,
 )
 from cluster_plan.plan.checks.hardware import check_accelerators, check_disks
+from cluster_plan.plan.checks.history import check_history_database
 from cluster_plan.plan.checks.interfaces import check_interfaces
 from cluster_plan.plan.checks.inventory import check_inventory
 from cluster_plan.plan.checks.kubernetes import check_kubernetes
@@ -35,12 +38,13 @@ from cluster_plan.plan.checks.networks import (
 )
 from cluster_plan.plan.checks.nodes import check_nodes
 from cluster_plan.plan.checks.pools import check_ceph_pools
-from cluster_plan.plan.checks.power import check_rack_power
+from cluster_plan.plan.checks.power import check_power_units, check_rack_power
 from cluster_plan.plan.checks.references import check_references
 from cluster_plan.plan.checks.reservations import check_reservations
 from cluster_plan.plan.checks.scheduler import check_scheduler
 from cluster_plan.plan.checks.services import check_backups, check_nfs_service
 from cluster_plan.plan.checks.software import check_software
+from cluster_plan.plan.checks.software_places import check_software_places
 from cluster_plan.plan.checks.storage import check_ceph, check_nfs_backends
 from cluster_plan.plan.checks.teams import check_teams
 from cluster_plan.plan.checks.topology import check_topology
@@ -67,6 +71,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_accounts,
     check_team_pools,
     check_rack_power,
+    check_power_units,
     check_fitness,
     check_ceph,
     check_ceph_pools,
@@ -81,8 +86,12 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_calendars,
     check_reserved_hostnames,
     check_acceptance,
+    check_collectives,
+    check_history_database,
     check_monitoring,
+    check_alerts,
     check_software,
+    check_software_places,
     check_inventory,
 )
 

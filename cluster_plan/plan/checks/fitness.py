@@ -9,6 +9,7 @@ from typing import Any
 
 from cluster_plan.plan.catalog import load_catalog
 from cluster_plan.plan.checks.base import Plan
+from cluster_plan.plan.checks.hints import missing
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
 
@@ -51,6 +52,9 @@ def check_fitness(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     catalog = load_catalog()
     for name, wclass in classes.items():
         path = ("scheduler", "workload_classes", name)
+        if wclass.get("requires"):
+            yield from _required_models(wclass["requires"], catalog, (*path, "requires"))
+            yield from _gpuless(plan, wclass, pools.get(wclass["pool"], {}), path)
         for hardware in sorted(pools.get(wclass["pool"], {})):
             accel = (plan["hardware"].get(hardware) or {}).get("accelerators")
             entry = catalog.get(accel["model"]) if accel else None
@@ -62,6 +66,30 @@ def check_fitness(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 yield from _training(name, accel, entry, hardware, path)
             if class_kind(name, wclass) == "inference":
                 yield from _inference(name, accel, entry, hardware, path)
+
+
+def _required_models(
+    needs: dict[str, Any], catalog: dict[str, Any], where: tuple[Any, ...]
+) -> Iterator[Finding]:
+    """A model the catalog does not know can never be met: no profile may have it."""
+    for i, model in enumerate(needs.get("accelerators") or []):
+        if model not in catalog:
+            yield missing("accelerator model", model, catalog, (*where, "accelerators", i))
+
+
+def _gpuless(
+    plan: Plan, wclass: dict[str, Any], profiles: dict[str, int], path: tuple[Any, ...]
+) -> Iterator[Finding]:
+    """`requires` states what a class's GPUs need: a pool node without any lacks all of it."""
+    bare = [p for p in sorted(profiles) if not (plan["hardware"].get(p) or {}).get("accelerators")]
+    if bare:
+        yield Finding(
+            "class-requirement",
+            f"the class states what its GPUs need (requires), but its pool {wclass['pool']} "
+            f"has nodes without any ({', '.join(bare)})",
+            (*path, "requires"),
+            hint="route the class to a pool with GPUs, or remove requires for CPU work",
+        )
 
 
 def _requirements(

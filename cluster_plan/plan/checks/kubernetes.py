@@ -78,13 +78,20 @@ def _gpu_sharing(plan: Plan, nodes: list[Node], k8s: dict[str, Any]) -> Iterator
         )
         return
     without = sorted(m for m in models if mode == "mig" and not supports_mig(m))
-    if without:
+    # the mixed strategy serves a GPU without MIG whole (nvidia.com/gpu) beside the MIG
+    # devices of the others (nvidia.com/mig-<profile>); single needs every GPU partitioned
+    mixed = sharing.get("mig_strategy") == "mixed" and len(without) < len(models)
+    if without and not mixed:
+        some = len(without) < len(models)
         yield Finding(
             "mig-unsupported",
             f"gpu_sharing mode mig, but {', '.join(without)} (hardware "
-            f"{', '.join(models[m] for m in without)}) cannot be partitioned into MIG instances",
+            f"{', '.join(models[m] for m in without)}) cannot be partitioned into MIG instances"
+            + (": the single strategy partitions every GPU alike" if some else ""),
             path,
-            hint="use time-slicing for these GPUs; MIG needs A100, A30, H100, H200 or B200",
+            hint="set mig_strategy: mixed, which serves those as whole GPUs"
+            if some
+            else "use time-slicing for these GPUs; MIG needs A100, A30, H100, H200 or B200",
         )
 
 

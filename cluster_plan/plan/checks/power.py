@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from cluster_plan.plan.catalog import load_catalog
 from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
@@ -32,6 +33,70 @@ def check_rack_power(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     for name, rack in rack_power(plan, nodes).items():
         if name in declared:
             yield from _rack_findings(rack, limits)
+
+
+# Unit slips: a figure in kW where W is asked (or the reverse), a fraction for a percentage.
+# No server peaks under 100 W; no rack carries seven times the densest built today.
+MIN_NODE_W = 100
+MAX_RACK_KW = 7 * DENSEST_RACK_KW
+
+
+def check_power_units(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    del nodes
+    for name, profile in (plan.get("hardware") or {}).items():
+        yield from _node_power(name, profile or {})
+    for name, spec in (plan.get("racks") or {}).items():
+        for key in ("power", "cooling"):
+            budget = ((spec or {}).get(key) or {}).get("kw")
+            if budget is not None and budget > MAX_RACK_KW:
+                yield Finding(
+                    "power-unit",
+                    f"rack {name}'s {key} of {budget:g} kW is {budget / DENSEST_RACK_KW:.0f} "
+                    f"times what the densest racks built today carry ({DENSEST_RACK_KW:g} kW): "
+                    "W written as kW?",
+                    ("racks", name, key, "kw"),
+                    hint=f"kw is in kW: kw: {budget / 1000:g} for {budget:g} W",
+                )
+    section = plan.get("power") or {}
+    for key in ("typical_load_pct", "warn_utilization_pct"):
+        value = section.get(key)
+        if value is not None and value <= 1:
+            yield Finding(
+                "power-unit",
+                f"{key} {value:g} is {value:g} %: a fraction where a percentage is asked?",
+                ("power", key),
+                hint=f"{key} is a percentage: {key}: {value * 100:g} for {value:g}",
+            )
+
+
+def _node_power(name: str, profile: dict[str, Any]) -> Iterator[Finding]:
+    measured = profile.get("power_w")
+    if measured is None:
+        return
+    accel = profile.get("accelerators") or {}
+    entry = load_catalog().get(str(accel.get("model")), {})
+    boards = float(entry.get("board_power_w") or 0) * (accel.get("count") or 0)
+    what = (
+        f"{accel['count']} x {accel['model']} boards alone draw {boards:,.0f} W" if boards else ""
+    )
+    if measured < MIN_NODE_W:
+        yield Finding(
+            "power-unit",
+            f"hardware {name} peaks at {measured:g} W by its power_w; no server draws so little"
+            + (f" ({what})" if what else "")
+            + ": kW written as W?",
+            ("hardware", name, "power_w"),
+            hint=f"power_w is in W: power_w: {measured * 1000:g} for {measured:g} kW",
+        )
+    elif measured < boards:
+        yield Finding(
+            "power-below-boards",
+            f"hardware {name} peaks at {measured:g} W by its power_w, but its {what}",
+            ("hardware", name, "power_w"),
+            severity="warning",
+            hint="power_w is the whole node's measured peak in W; suppress with a reason when "
+            "the boards are power-capped below their maximum",
+        )
 
 
 def _rack_findings(rack: RackPower, limits: dict[str, float]) -> Iterator[Finding]:

@@ -154,7 +154,56 @@ def _debian_version(env: str, build: Build, path: JsonPath) -> Iterator[Finding]
         )
 
 
+# PyTorch's wheel indexes and local version tags name a flavour: cpu, cu121 (CUDA 12.1),
+# rocm6.2. A build asks for one flavour; its tag and its index must name the same.
+_INDEX_FLAVOUR = re.compile(r"/whl/(?:nightly/|test/)?(cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*)(?:/|$)")
+_TAG_FLAVOUR = re.compile(r"\+(cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*)$")
+
+
+def _flavour(pattern: re.Pattern[str], value: object) -> str | None:
+    found = pattern.search(value) if isinstance(value, str) else None
+    return found.group(1) if found else None
+
+
+def _cuda(flavour: str) -> bool:
+    return flavour.startswith("cu")
+
+
+def _pip_flavours(env: str, build: Build, path: JsonPath) -> Iterator[Finding]:
+    """The build (cpu, cuda), its version's tag and its index name one flavour of wheels."""
+    cuda = build.get("build") == "cuda"
+    kind = "a CUDA" if cuda else "a CPU"
+    tag = _flavour(_TAG_FLAVOUR, build.get("version"))
+    index = _flavour(_INDEX_FLAVOUR, build.get("index_url"))
+    if tag is not None and _cuda(tag) != cuda:
+        yield Finding(
+            "software-version",
+            f"{env} {build['version']} is tagged +{tag}, but it is {kind} build",
+            (*path, "version"),
+            hint=f"set build: {'cuda' if _cuda(tag) else 'cpu'}, or tag the version for "
+            f"{'CUDA (+cu121)' if cuda else 'the CPU (+cpu)'}",
+        )
+    elif index is not None and _cuda(index) != cuda:
+        yield Finding(
+            "software-index",
+            f"{env} is {kind} build, but its index {build['index_url']} holds {index} wheels",
+            (*path, "index_url"),
+            hint="the index of the build's flavour, e.g. https://download.pytorch.org/whl/"
+            + ("cu121" if cuda else "cpu"),
+        )
+    elif tag is not None and index is not None and tag != index:
+        yield Finding(
+            "software-index",
+            f"{env} {build['version']} asks for {tag} wheels, but its index "
+            f"{build['index_url']} holds {index} wheels: pip finds no such version there",
+            (*path, "index_url"),
+            hint=f"the index of the tag: https://download.pytorch.org/whl/{tag}, or the tag of "
+            f"the index: +{index}",
+        )
+
+
 def _pip_build(env: str, build: Build, path: JsonPath) -> Iterator[Finding]:
+    yield from _pip_flavours(env, build, path)
     if build.get("build") == "cuda":
         return
     wheels = [p for p in build.get("packages") or [] if catalog.is_cuda_wheel(p)]
