@@ -216,60 +216,53 @@ def _quota(rendering: Rendering, namespace: str, name: str) -> dict[str, Any] | 
     return None
 
 
+def _member_cases(
+    teams: dict[str, Any], team: str, allowed: list[str], denied: list[str], default: str
+) -> list[Case]:
+    """A member's pods: declared, undeclared (the default class, which the team may not be
+    allowed), in another team's namespace, of a class the team may not use."""
+    users = [str(u["name"]) for u in teams[team]["users"]]
+    if not users:
+        return []
+    member, namespace = users[0], names.object_name(team)
+    policy = f"cluster-plan-team-{namespace}-classes"
+    found = [
+        Case(f"team-{team}-member-pod", pod({names.CLASS_LABEL: allowed[0]}), namespace, member),
+        Case(
+            f"team-{team}-member-undeclared-pod",
+            pod(),
+            namespace,
+            member,
+            refused_by=None if default in allowed else policy,
+        ),
+    ]
+    others = [t for t, s in teams.items() if member not in [u["name"] for u in s["users"]]]
+    if others:
+        where = names.object_name(others[0])
+        found.append(
+            Case(f"team-{team}-member-in-{others[0]}", pod(), where, member, refused_by="RBAC")
+        )
+    if denied:
+        refused = pod({names.CLASS_LABEL: denied[0]})
+        found.append(
+            Case(f"team-{team}-class-{denied[0]}", refused, namespace, member, refused_by=policy)
+        )
+    return found
+
+
 def _team_cases(expanded: dict[str, Any], rendering: Rendering) -> list[Case]:
     teams = expanded.get("teams") or {}
     pools = _pools(expanded, rendering)
     default = _default_class(rendering)
-    cases: list[Case] = []
+    found: list[Case] = []
     for team, spec in teams.items():
         namespace = names.object_name(team)
-        users = [str(u["name"]) for u in spec["users"]]
         allowed = [c for c in pools if c in spec["classes"]]
         denied = [c for c in pools if c not in spec["classes"]]
-        member = users[0] if users else None
-        if member:
-            declared = pod({names.CLASS_LABEL: allowed[0]})
-            mine = [
-                Case(f"team-{team}-member-pod", declared, namespace, member),
-                # of the default class, which the team may not be allowed
-                Case(
-                    f"team-{team}-member-undeclared-pod",
-                    pod(),
-                    namespace,
-                    member,
-                    refused_by=None
-                    if default in allowed
-                    else f"cluster-plan-team-{namespace}-classes",
-                ),
-            ]
-            others = [t for t, s in teams.items() if member not in [u["name"] for u in s["users"]]]
-            if others:
-                where = names.object_name(others[0])
-                mine.append(
-                    Case(
-                        f"team-{team}-member-in-{others[0]}",
-                        pod(),
-                        where,
-                        member,
-                        refused_by="RBAC",
-                    )
-                )
-            if denied:
-                policy = f"cluster-plan-team-{namespace}-classes"
-                refused = pod({names.CLASS_LABEL: denied[0]})
-                mine.append(
-                    Case(
-                        f"team-{team}-class-{denied[0]}",
-                        refused,
-                        namespace,
-                        member,
-                        refused_by=policy,
-                    )
-                )
-            cases += mine
-        cases += _quota_cases(rendering, team, namespace, allowed, denied)
-        cases += _max_time_cases(rendering, team, namespace)
-    return cases
+        found += _member_cases(teams, team, allowed, denied, default)
+        found += _quota_cases(rendering, team, namespace, allowed, denied)
+        found += _max_time_cases(rendering, team, namespace)
+    return found
 
 
 def _quota_cases(
