@@ -13,7 +13,8 @@ On CREATE, in every namespace but the cluster's own:
 - `cluster-plan-reservations` (MutatingAdmissionPolicy) adds the toleration of a declared
   reservation's taint;
 - `cluster-plan-workload-declarations` (ValidatingAdmissionPolicy) refuses unknown classes,
-  datasets and reservations, and reservations declared by someone the plan does not list.
+  datasets and reservations, a pool asked for (nodeSelector `cluster-plan.io/pool`) that is
+  not the class's, and reservations declared by someone the plan does not list.
 
 Every mutation is guarded so that running it again changes nothing.
 """
@@ -95,11 +96,15 @@ def _label_mutation() -> str:
 
 
 def _node_selector_mutation() -> str:
+    """The pool, unless the pod asks for one: the validating policy refuses another pool
+    than its class's rather than moving the pod silently."""
     pointer = names.json_pointer("spec", "nodeSelector", names.POOL_LABEL)
     whole = cel.string_map({names.POOL_LABEL: "X"}).replace("'X'", "variables.pool")
     return (
-        f"has(object.spec.nodeSelector) ? [{_patch('add', pointer, 'variables.pool')}] :\n"
-        f"[{_patch('add', '/spec/nodeSelector', whole)}]"
+        "!has(object.spec.nodeSelector) ? "
+        f"[{_patch('add', '/spec/nodeSelector', whole)}] :\n"
+        f"{cel.string(names.POOL_LABEL)} in object.spec.nodeSelector ? [] :\n"
+        f"[{_patch('add', pointer, 'variables.pool')}]"
     )
 
 
@@ -260,6 +265,27 @@ def _known(key: str, values: list[str], what: str) -> dict[str, str]:
     }
 
 
+def _pool_of_class(table: RoutingTable) -> dict[str, str]:
+    """A pod asking for a pool (nodeSelector) other than its class's; the routing policy has
+    set the class by then, declared or not."""
+    pools = cel.string_map({c: r.pool for c, r in table.routes.items()})
+    declared = cel.label(names.CLASS_LABEL)
+    asked = f"object.spec.nodeSelector[{cel.string(names.POOL_LABEL)}]"
+    return {
+        "expression": f"!has(object.spec.nodeSelector) || "
+        f"!({cel.string(names.POOL_LABEL)} in object.spec.nodeSelector) || "
+        f"!{cel.has_label(names.CLASS_LABEL)} || !({declared} in {pools}) || "
+        f"{asked} == {pools}[{declared}]",
+        "messageExpression": f"'workload class ' + {declared} + ' runs on pool ' + "
+        f"{pools}[{declared}] + ', not ' + {asked} + "
+        + cel.string(
+            f" (nodeSelector {names.POOL_LABEL}); declare the class of the pool "
+            f"({names.CLASS_LABEL}) instead"
+        ),
+        "reason": "Invalid",
+    }
+
+
 def _reservation_users(table: RoutingTable) -> dict[str, str]:
     allowed = []
     for name, reservation in table.reservations.items():
@@ -286,6 +312,8 @@ def validation_policy(plan: KubernetesPlan, table: RoutingTable) -> dict[str, An
         _known(names.DATASET_LABEL, list(table.datasets), "dataset"),
         _known(names.RESERVATION_LABEL, list(table.reservations), "reservation"),
     ]
+    if table.routes:
+        validations.append(_pool_of_class(table))
     if table.reservations:
         validations.append(_reservation_users(table))
     return {

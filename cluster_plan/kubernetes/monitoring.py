@@ -108,8 +108,9 @@ def _slices(service: str, app: str, port: int, hosts: list[tuple[str, str]]) -> 
                     _APP_LABEL: app,
                     **names.MANAGED_BY,
                     "kubernetes.io/service-name": service,
-                    # not the EndpointSlice controller's: it leaves these slices alone
-                    "endpointslice.kubernetes.io/managed-by": f"{names.DOMAIN}/cluster-plan",
+                    # not the EndpointSlice controller's: it leaves these slices alone (a
+                    # label value: no '/', so a domain as upstream's controllers name theirs)
+                    "endpointslice.kubernetes.io/managed-by": names.DOMAIN,
                 },
             },
             "addressType": family,

@@ -5,10 +5,12 @@ Per team (the plan's `teams`):
 - a RoleBinding of the team's users to the built-in ClusterRole `edit` in that namespace (they
   run workloads there; its quotas and RBAC stay the cluster admins');
 - a ResourceQuota on `requests.nvidia.com/gpu` and on each other accelerator's extended
-  resource (`requests.cluster-plan.io/<type>`), and a LimitRange so that no container asks
-  for more devices than its team may hold; a child team's quota is the smallest of its own and
-  its ancestors' limits (Kubernetes quotas are per namespace: a parent's limit over all its
-  children together is not enforced);
+  resource (`requests.cluster-plan.io/<type>`), which also refuses a single pod asking for
+  more; a child team's quota is the smallest of its own and its ancestors' limits
+  (Kubernetes quotas are per namespace: a parent's limit over all its children together is
+  not enforced). No LimitRange: the API server turns a Container LimitRange's `max` into
+  every container's default limit and request, so a pod that asks for no device would get
+  the team's whole quota of it (and be routed to the GPU class for it);
 - for a team that may not use every workload class: a ValidatingAdmissionPolicy, bound to its
   namespace, refusing pods whose class (`cluster-plan.io/workload-class`, which the routing
   policy has set by then) is not one of the team's, with a message naming the rule; and a
@@ -134,15 +136,7 @@ def _device_objects(plan: KubernetesPlan, name: str) -> list[Document]:
             "kind": "ResourceQuota",
             "metadata": _meta("team-devices", name, namespace),
             "spec": {"hard": {f"requests.{r}": str(n) for r, n in limits.items()}},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "LimitRange",
-            "metadata": _meta("team-devices", name, namespace),
-            "spec": {
-                "limits": [{"type": "Container", "max": {r: str(n) for r, n in limits.items()}}]
-            },
-        },
+        }
     ]
 
 

@@ -1,10 +1,17 @@
 """The generated admission policies, run as the API server runs them, with a CEL library.
 
-`Admission(objects, version).admit(pod)` applies every bound MutatingAdmissionPolicy whose
+`Admission(objects).admit(pod)` applies every bound MutatingAdmissionPolicy whose
 match constraints and conditions hold (variables, then each JSONPatch mutation in order),
 then every bound ValidatingAdmissionPolicy, and returns the pod as it would be stored, or
 the denial message. CEL is evaluated by cel-python (celpy); the `JSONPatch` and `Object.*`
 types the API server declares for mutations are registered as message types.
+
+`Admission(objects, builtins=True)` adds what the API server itself does around the
+policies (k8s_builtin_admission: RBAC first, the built-in mutating plugins before the
+policies and once more after a policy changed the pod, ResourceQuota last), so that its
+result can be compared with a real API server's field by field. The API server runs the
+policies in no fixed order (a Go map), so `Decision.refusals` lists every policy that
+refuses; a real server reports one of them.
 
 celpy checks no types, so `object_type_problems` does that part of the API server's type
 check that matters here: every `Object.<path>{field: ...}` names a real field path of a Pod
@@ -23,6 +30,7 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
+from k8s_builtin_admission import Builtins, Refusal
 
 _OBJECT_TYPE = re.compile(r"\b(JSONPatch|Object(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\{")
 
@@ -152,10 +160,15 @@ class Decision:
     pod: dict[str, Any]
     denied: str | None = None
     policies: tuple[str, ...] = ()  # the mutating policies that changed the pod
+    refusals: tuple[Refusal, ...] = ()  # every refusal; `denied` is the first one's message
+
+
+PODS = ("", "pods")
 
 
 class Admission:
-    def __init__(self, objects: list[dict[str, Any]]):
+    def __init__(self, objects: list[dict[str, Any]], builtins: bool = False):
+        self.builtins = Builtins(objects) if builtins else None
         bound = {o["spec"]["policyName"] for o in objects if o["kind"].endswith("PolicyBinding")}
         self.mutating = [
             o
@@ -176,15 +189,16 @@ class Admission:
         return [e for p in self.policies for e in _expressions(p)]
 
     @staticmethod
-    def _matches(policy: dict[str, Any], namespace: str) -> bool:
+    def _matches(policy: dict[str, Any], namespace: str, resource: tuple[str, str] = PODS) -> bool:
         constraints = policy["spec"]["matchConstraints"]
         rules = constraints["resourceRules"]
-        pods = any(
-            "" in r["apiGroups"] and "pods" in r["resources"] and "CREATE" in r["operations"]
+        group, plural = resource
+        matched = any(
+            group in r["apiGroups"] and plural in r["resources"] and "CREATE" in r["operations"]
             for r in rules
         )
         labels = {"kubernetes.io/metadata.name": namespace}
-        return pods and _selector_matches(constraints.get("namespaceSelector") or {}, labels)
+        return matched and _selector_matches(constraints.get("namespaceSelector") or {}, labels)
 
     @staticmethod
     def _activation(pod: dict[str, Any], namespace: str, username: str) -> dict[str, Any]:
@@ -213,12 +227,41 @@ class Admission:
         return values
 
     def admit(
-        self, pod: dict[str, Any], namespace: str = "default", username: str = "alice"
+        self,
+        pod: dict[str, Any],
+        namespace: str = "default",
+        username: str = "alice",
+        *,
+        groups: tuple[str, ...] = (),
+        resource: tuple[str, str] = PODS,
+        bindings: tuple[dict[str, Any], ...] = (),
     ) -> Decision:
+        """The object as stored, or why not. `resource` (group, plural) says what `pod` is
+        (a Job: ("batch", "jobs")); `groups` and `bindings` (RoleBindings besides the plan's)
+        matter only with builtins."""
         pod = copy.deepcopy(pod)
+        builtins = self.builtins if resource == PODS else None
+        if self.builtins is not None:
+            refused = self.builtins.rbac_refusal(username, groups, namespace, list(bindings))
+            if refused is not None and resource == PODS:
+                return Decision(pod, refused.message, refusals=(refused,))
+        if builtins is not None and (refused := builtins.mutate(pod)):
+            return Decision(pod, refused.message, refusals=(refused,))
+        pod, changed_by = self._mutate(pod, namespace, username, resource)
+        if builtins is not None and changed_by and (refused := builtins.mutate(pod)):
+            return Decision(pod, refused.message, (*changed_by,), (refused,))
+        refusals = self._validate(pod, namespace, username, resource)
+        if not refusals and builtins is not None:
+            refusals = [r for r in [builtins.quota_refusal(pod, namespace)] if r]
+        denied = refusals[0].message if refusals else None
+        return Decision(pod, denied, tuple(changed_by), tuple(refusals))
+
+    def _mutate(
+        self, pod: dict[str, Any], namespace: str, username: str, resource: tuple[str, str]
+    ) -> tuple[dict[str, Any], list[str]]:
         changed_by = []
         for policy in self.mutating:
-            if not self._matches(policy, namespace):
+            if not self._matches(policy, namespace, resource):
                 continue
             if not self._conditions_hold(policy, self._activation(pod, namespace, username)):
                 continue
@@ -230,8 +273,15 @@ class Admission:
                 pod = apply_patch(pod, patches)
             if json.dumps(pod, sort_keys=True) != before:
                 changed_by.append(policy["metadata"]["name"])
+        return pod, changed_by
+
+    def _validate(
+        self, pod: dict[str, Any], namespace: str, username: str, resource: tuple[str, str]
+    ) -> list[Refusal]:
+        """The first failing validation of each policy that refuses."""
+        refusals = []
         for policy in self.validating:
-            if not self._matches(policy, namespace):
+            if not self._matches(policy, namespace, resource):
                 continue
             activation = self._activation(pod, namespace, username)
             if not self._conditions_hold(policy, activation):
@@ -241,8 +291,9 @@ class Admission:
                 if not bool(_evaluate(validation["expression"], activation)):
                     message = validation.get("messageExpression")
                     text = str(_evaluate(message, activation)) if message else validation["message"]
-                    return Decision(pod, denied=text, policies=tuple(changed_by))
-        return Decision(pod, policies=tuple(changed_by))
+                    refusals.append(Refusal(policy["metadata"]["name"], text))
+                    break
+        return refusals
 
 
 def _pod_schema(version: str) -> tuple[dict[str, Any], dict[str, Any]]:

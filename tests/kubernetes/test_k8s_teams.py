@@ -54,7 +54,6 @@ def test_every_team_object_validates_strictly(version):
         "Namespace",
         "RoleBinding",
         "ResourceQuota",
-        "LimitRange",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     }
@@ -67,9 +66,9 @@ def test_validation_is_strict():
     assert api_problems([quota], "1.36") == []
     quota["spec"]["hrad"] = quota["spec"].pop("hard")
     assert api_problems([quota], "1.36") != []
-    limit_range = copy.deepcopy(by_kind(objects, "LimitRange")[0])
-    limit_range["spec"]["limits"][0]["type"] = 5
-    assert api_problems([limit_range], "1.36") != []
+    quota = copy.deepcopy(by_kind(objects, "ResourceQuota")[0])
+    quota["spec"]["hard"] = 5
+    assert api_problems([quota], "1.36") != []
 
 
 def test_namespaces_come_before_their_objects():
@@ -115,10 +114,6 @@ def test_device_quotas_follow_the_limits_and_the_ancestors(expanded):
         "requests.cluster-plan.io/tpu": "4",
         "requests.nvidia.com/gpu": "4",
     }
-    (limits,) = by_kind(objects, "LimitRange", "assistants-eval")
-    assert limits["spec"]["limits"] == [
-        {"type": "Container", "max": {"cluster-plan.io/tpu": "4", "nvidia.com/gpu": "4"}}
-    ]
     wider = copy.deepcopy(expanded)
     wider["teams"]["assistants-eval"]["limits"]["gpus"] = 20  # more than its parent's 12
     (quota,) = named(teams_of(wider), "ResourceQuota", "assistants-eval", "team-devices")
@@ -126,7 +121,29 @@ def test_device_quotas_follow_the_limits_and_the_ancestors(expanded):
     expanded["teams"]["search"]["limits"]["gpus"] = None
     unlimited = teams_of(expanded)
     assert named(unlimited, "ResourceQuota", "search", "team-devices") == []
-    assert by_kind(unlimited, "LimitRange", "search") == []
+
+
+def limit_range_defaults(limit_range: dict[str, Any]) -> dict[str, str]:
+    """What the API server puts into a container that gives no limit, per resource: a stored
+    Container LimitRange's `default` is its `default`, else its `max` (SetDefaults_LimitRangeItem,
+    k8s.io/kubernetes pkg/apis/core/v1/defaults.go), and LimitRanger sets it as the limit and,
+    from `defaultRequest` (defaulted from `default`), as the request."""
+    out: dict[str, str] = {}
+    for item in limit_range["spec"]["limits"]:
+        if item["type"] == "Container":
+            out.update({**item.get("max", {}), **item.get("default", {})})
+    return out
+
+
+def test_no_team_object_gives_pods_devices_they_did_not_ask_for():
+    """A LimitRange's `max` becomes every container's default limit and request: a CPU pod
+    in the team's namespace would ask for the team's whole GPU quota, and be routed to the
+    GPU class for it (a real API server did both). The device ResourceQuota alone refuses a
+    pod asking for more than the team may hold."""
+    for plan in ("k8s-inference", "lab-as-kubernetes"):
+        for limit_range in by_kind(rendered(plan).objects.get(TEAMS, []), "LimitRange"):
+            devices = {r for r in limit_range_defaults(limit_range) if "/" in r}
+            assert not devices, (plan, limit_range["metadata"], devices)
 
 
 def test_classes_a_team_may_not_use_get_a_zero_pod_quota(expanded):
