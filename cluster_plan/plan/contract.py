@@ -282,6 +282,8 @@ class Backups(TypedDict):
 
 class Lab(TypedDict):
     rate_scale: float  # lab links run at plan speed times this
+    image: Literal["packages", "bare"]  # what the nodes boot on (docs/lab.md)
+    bare: list[str]  # hosts that boot the bare base even so
 
 
 # `from` and `continue` are Python keywords: these two are spelled the functional way.
