@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cluster_plan.lab.names import CACHE_ROOT, LabError
 from cluster_plan.lab.node import BASE_DEVICES
@@ -103,6 +103,15 @@ def image_setting(expanded: ExpandedPlan) -> tuple[str, list[str]]:
         if name not in expanded["hosts"]:
             raise LabError(f"lab.bare[{i}]: {name} is not a host of the plan")
     return str(lab.get("image") or "bare"), bare
+
+
+def with_image(expanded: ExpandedPlan, image: str) -> ExpandedPlan:
+    """The plan with another `lab.image` (`lab up --image`); a plan without a lab section
+    stays as it is (the lab refuses it with its own message)."""
+    lab = expanded.get("lab")
+    if lab is None:
+        return expanded
+    return cast(ExpandedPlan, {**expanded, "lab": {**lab, "image": image}})
 
 
 def node_layers(

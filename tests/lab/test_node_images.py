@@ -206,3 +206,26 @@ def test_a_host_joining_a_running_lab_boots_the_bare_base(
     assert found["stor01"] == earlier
     assert len(found["gpu01"]) == 3 and found["gpu01"][-1] == base
     assert len(built) == 2  # cpu01 (nothing to build) and gpu01; stor01 is not looked at
+
+
+def test_lab_up_boots_a_bare_lab_of_a_plan_with_images_when_asked(
+    expanded: dict[str, Any], packages: dict[str, HostPackages]
+) -> None:
+    args = command_parser().parse_args(["lab", "up", str(PLAN), "--image", "bare"])
+    assert args.image == "bare"
+    bare = images.with_image(expanded, args.image)
+    assert set(layers_of(bare, packages).values()) == {()}
+    assert expanded["lab"]["image"] == "packages"  # the plan itself is left as it is
+    assert bare["lab"]["rate_scale"] == expanded["lab"]["rate_scale"]
+    assert images.with_image({**expanded, "lab": None}, "bare")["lab"] is None
+    assert command_parser().parse_args(["lab", "up", str(PLAN)]).image is None
+
+
+def command_parser() -> Any:
+    import argparse
+
+    from cluster_plan.lab import command
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers(dest="command"))
+    return parser
