@@ -47,16 +47,16 @@ def lists_reached(task: Task, known: set[str], defined: dict[str, Any]) -> set[s
     reached: set[str] = set()
     lists = package_lists()
     seen: set[str] = set()
-    todo = list(identifiers(task.names))
-    while todo:
-        name = todo.pop()
+    pending = list(identifiers(task.names))
+    while pending:
+        name = pending.pop()
         if name in seen:
             continue
         seen.add(name)
         if name in known or name in lists:
             reached.add(name)
             continue
-        todo.extend(identifiers(task.local_vars.get(name, defined.get(name))))
+        pending.extend(identifiers(task.local_vars.get(name, defined.get(name))))
     return reached
 
 
