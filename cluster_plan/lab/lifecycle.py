@@ -168,6 +168,8 @@ def node_images(
     for host in fresh:
         chosen = () if host in joining else layers.get(host, ())
         found[host] = images.ensure(chosen, base, log_dir=names.run_dir, say=say)
+        # at once: a joining host stays bare when a stopped `lab up` is run again
+        images.record(names.node_dir(host), found[host])
     return found
 
 
@@ -187,7 +189,6 @@ def _boot_node(
         fabric.wire_port(names, port)
     hardware.attach_disks(names, host, spec, st.loops)
     node.prepare_upper(names, host, spec, pubkey, dns)
-    images.record(names.node_dir(host), lower)
     kill_netns_processes(names.node_ns(host))  # a node left from a lost state file
     node.remove_cgroups(names, host)
     script = node.boot_script(names, host, spec, lower, st.loops)

@@ -206,6 +206,10 @@ def test_a_host_joining_a_running_lab_boots_the_bare_base(
     assert found["stor01"] == earlier
     assert len(found["gpu01"]) == 3 and found["gpu01"][-1] == base
     assert len(built) == 2  # cpu01 (nothing to build) and gpu01; stor01 is not looked at
+    # the choice is written down at once: a `lab up` stopped before cpu01 booted, run again
+    # when cpu01 no longer counts as joining, still boots it bare
+    again = lifecycle.node_images(lab, expanded, ["cpu01"], set(), base, log=None)
+    assert again["cpu01"] == [base]
 
 
 def test_lab_up_boots_a_bare_lab_of_a_plan_with_images_when_asked(
