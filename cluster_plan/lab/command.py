@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import UsageError
-from cluster_plan.lab import faults, lifecycle, node, state, status
+from cluster_plan.lab import faults, images, lifecycle, node, state, status
 from cluster_plan.lab.connection import ssh_options
 from cluster_plan.lab.names import LabError, for_plan
 from cluster_plan.plan.contract import ExpandedPlan, Host
@@ -56,9 +56,14 @@ def register(subparsers: Any) -> None:
         parser.add_argument("plan", metavar="PLAN", help="the cluster plan (YAML)")
         return parser
 
-    plan_parser("up", "build and boot the lab (a no-op when it is up)").set_defaults(
-        lab_handler=_up
+    up = plan_parser("up", "build and boot the lab (a no-op when it is up)")
+    up.add_argument(
+        "--image",
+        choices=["packages", "bare"],
+        help="what the nodes boot on, instead of the plan's lab.image: a node image with the "
+        "packages the roles install, or the bare base image (docs/lab.md, Node images)",
     )
+    up.set_defaults(lab_handler=_up)
     plan_parser("down", "remove everything the lab made").set_defaults(lab_handler=_down)
     st = plan_parser("status", "what is running, read from the machine")
     st.add_argument("--format", choices=["text", "json"], default="text")
@@ -108,6 +113,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace, expanded: ExpandedPlan) -> int:
+    if args.image:
+        expanded = images.with_image(expanded, args.image)
     if not lifecycle.up(expanded, args.plan):
         print(f"lab {for_plan(expanded).lab}: already up, nothing to do")
     return 0

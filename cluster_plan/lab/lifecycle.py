@@ -11,7 +11,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.lab import fabric, guard, hardware, hostchanges, node, rootfs, sitesvc, state
+from cluster_plan.lab import (
+    fabric,
+    guard,
+    hardware,
+    hostchanges,
+    images,
+    node,
+    role_packages,
+    rootfs,
+    sitesvc,
+    state,
+)
 from cluster_plan.lab.names import CACHE_ROOT, RUN_ROOT, LabError, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_netns_processes, run, spawn
 from cluster_plan.lab.topology import (
@@ -77,6 +88,8 @@ def _up(names: LabNames, expanded: ExpandedPlan, plan_path: str, log: Any) -> bo
         return False
     if current is None:
         guard.check_no_overlap(expanded)
+    # hosts that join a running lab boot the bare base: the roles install their packages
+    joining = set(expanded["hosts"]) - set(current.host_digests) if current else set()
     st = current or state.LabState(lab=names.lab, plan=str(Path(plan_path).resolve()))
     st.cidrs = guard.plan_cidrs(expanded)
     st.fabric_digest = fabric_digest(expanded)
@@ -100,10 +113,11 @@ def _up(names: LabNames, expanded: ExpandedPlan, plan_path: str, log: Any) -> bo
     fabric.wire_admin(names, core_bridge.name, addresses, prefixlen, core_bridge.mtu)
     _start_services(names, expanded, st, addresses)
     dns = list(expanded["networks"][net_name]["dns"])
-    for host, spec in expanded["hosts"].items():
-        if host not in st.nodes or not st.nodes[host].alive():
-            ports = [p for p in wires.ports if p.host == host]
-            _boot_node(names, st, host, spec, ports, (base, pubkey, dns))
+    booting = [h for h in expanded["hosts"] if h not in st.nodes or not st.nodes[h].alive()]
+    lowers = node_images(names, expanded, booting, joining, base, log)
+    for host in booting:
+        ports = [p for p in wires.ports if p.host == host]
+        _boot_node(names, st, host, expanded["hosts"][host], ports, (lowers[host], pubkey, dns))
     wait_ready(names, st, expanded)
     print(
         f"lab {names.lab}: {len(expanded['hosts'])} nodes up ({time.monotonic() - started:.0f}s)",
@@ -125,17 +139,51 @@ def _follow_plan(names: LabNames, current: state.LabState, expanded: ExpandedPla
         current.services.pop("site-dns-ntp").stop()
 
 
+def node_images(
+    names: LabNames,
+    expanded: ExpandedPlan,
+    hosts: list[str],
+    joining: set[str],
+    base: Path,
+    log: Any,
+) -> dict[str, list[Path]]:
+    """The image each of `hosts` boots on (its lowerdirs, top first): the one it booted on
+    before (its disk sits on it); else the bare base for a host joining a running lab; else
+    the plan's (`lab.image`), whose layers are built here when this machine has none yet."""
+    found = {h: lower for h in hosts if (lower := images.recorded(names.node_dir(h)))}
+    fresh = [h for h in hosts if h not in found]
+    layers: dict[str, tuple[images.Layer, ...]] = {}
+    if fresh and images.image_setting(expanded)[0] == "packages":
+        if not role_packages.ROLES.is_dir():
+            raise LabError(
+                f"lab.image packages builds node images from the roles' package lists, "
+                f"and {role_packages.ROLES} is not there: run the lab from the repository"
+            )
+        packages = role_packages.host_packages(expanded, role_packages.load_role_vars())
+        layers = images.node_layers(expanded, packages, rootfs.cache_key())
+
+    def say(text: str) -> None:
+        print(f"lab {names.lab}: {text}", file=log)
+
+    for host in fresh:
+        chosen = () if host in joining else layers.get(host, ())
+        found[host] = images.ensure(chosen, base, log_dir=names.run_dir, say=say)
+        # at once: a joining host stays bare when a stopped `lab up` is run again
+        images.record(names.node_dir(host), found[host])
+    return found
+
+
 def _boot_node(
     names: LabNames,
     st: state.LabState,
     host: str,
     spec: Any,
     ports: list[Any],
-    boot: tuple[Path, str, list[str]],
+    boot: tuple[list[Path], str, list[str]],
 ) -> None:
-    """Wire, prepare and boot one node (`boot`: the base image, the lab's public key, the
-    DNS servers); its processes are in the state file as soon as they exist."""
-    base, pubkey, dns = boot
+    """Wire, prepare and boot one node (`boot`: its image's lowerdirs, the lab's public key,
+    the DNS servers); its processes are in the state file as soon as they exist."""
+    lower, pubkey, dns = boot
     fabric.ensure_netns(names.node_ns(host))
     for port in ports:
         fabric.wire_port(names, port)
@@ -143,7 +191,7 @@ def _boot_node(
     node.prepare_upper(names, host, spec, pubkey, dns)
     kill_netns_processes(names.node_ns(host))  # a node left from a lost state file
     node.remove_cgroups(names, host)
-    script = node.boot_script(names, host, spec, base, st.loops)
+    script = node.boot_script(names, host, spec, lower, st.loops)
     parent, init = node.boot(names, host, script)
     st.nodes[host] = init
     st.services[f"boot-{host}"] = parent
@@ -297,7 +345,8 @@ def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef
 def _boot_again(names: LabNames, st: state.LabState, expanded: ExpandedPlan, host: str) -> ProcRef:
     """Boot a powered-off node from its overlay, record it, and wait for its sshd."""
     spec = expanded["hosts"][host]
-    script = node.boot_script(names, host, spec, rootfs.base_dir(), st.loops)
+    lower = images.recorded(names.node_dir(host)) or [rootfs.base_dir()]
+    script = node.boot_script(names, host, spec, lower, st.loops)
     parent, init = node.boot(names, host, script)
     st.nodes[host] = init
     st.services[f"boot-{host}"] = parent
@@ -354,7 +403,10 @@ def reimage_node(expanded: ExpandedPlan, host: str) -> ProcRef:
         _power_off(names, st, host)
         hardware.detach_host_disks(names, host, st.loops)
         hardware.detach_images(names.node_dir(host) / "disks")
+        # the new disk gets the image the node had: the same provisioning, new hardware
+        lower = images.recorded(names.node_dir(host)) or [rootfs.base_dir()]
         shutil.rmtree(names.node_dir(host), ignore_errors=True)
+        images.record(names.node_dir(host), lower)
         spec = expanded["hosts"][host]
         net_name = expanded["cluster"]["management_network"]
         dns = list(expanded["networks"][net_name]["dns"])

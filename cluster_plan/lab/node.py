@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from cluster_plan.lab.hardware import device_links, device_nodes
@@ -106,15 +107,19 @@ def prepare_upper(
     return upper
 
 
-def boot_script(names: LabNames, host: str, spec: Host, base: Path, loops: dict[str, str]) -> str:
+def boot_script(
+    names: LabNames, host: str, spec: Host, lower: Sequence[Path], loops: dict[str, str]
+) -> str:
+    """`lower`: the node's image, top first (its layers, then the base image)."""
     node = names.node_dir(host)
     root = node / "root"
     q = shlex.quote
+    lowerdir = ":".join(str(p) for p in lower)
     lines = [
         "#!/bin/sh",
         "set -e",
         f"R={q(str(root))}",
-        f"mount -t overlay overlay -o lowerdir={q(str(base))},upperdir={q(str(node / 'upper'))}"
+        f"mount -t overlay overlay -o lowerdir={q(lowerdir)},upperdir={q(str(node / 'upper'))}"
         f',workdir={q(str(node / "work"))} "$R"',
         'mount -t proc proc "$R/proc"',
         # Kernel-wide sysctls stay the host's: only the node's own net.* is writable.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cluster_plan.lab import fabric, node, state
+from cluster_plan.lab import fabric, images, node, state
 from cluster_plan.lab.names import LabNames
 from cluster_plan.lab.topology import plan_changes
 from cluster_plan.plan.contract import ExpandedPlan
@@ -57,6 +57,8 @@ def _node_status(
         "sshd": bool(init and node.sshd_listening(init)),
         "fault": (st.faults.get(host) if st else None),
         "pss_mib": round(node.memory_mib(names, host)["pss_mib"], 1) if init else None,
+        # what it boots on: `bare` (the base image) or its node image's top layer
+        "image": images.describe(images.recorded(names.node_dir(host))),
     }
 
 
@@ -68,7 +70,8 @@ def render(report: dict[str, Any]) -> str:
     if report["condition"] == "down":
         return lines[0]
     lines.append(
-        f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7} {'PSS MiB':>8}  FAULT"
+        f"{'NODE':<12} {'ADDRESS':<15} {'SYSTEMD':<12} {'SSHD':<5} {'PID':>7} {'PSS MiB':>8}  "
+        f"{'IMAGE':<32} FAULT"
     )
     for host, info in report["nodes"].items():
         fault = info["fault"]
@@ -82,7 +85,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"{host:<12} {info['address'] or '-':<15} {info['state']:<12} "
             f"{'yes' if info['sshd'] else 'no':<5} {info['init_pid'] or '-':>7} "
-            f"{info['pss_mib'] or '-':>8}  {fault_text}"
+            f"{info['pss_mib'] or '-':>8}  {info.get('image', '-'):<32} {fault_text}"
         )
     for name, alive in report["services"].items():
         lines.append(f"service {name}: {'running' if alive else 'DEAD'}")

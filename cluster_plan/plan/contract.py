@@ -305,6 +305,10 @@ class Backups(TypedDict):
 
 class Lab(TypedDict):
     rate_scale: float  # lab links run at plan speed times this
+    # what the nodes boot on (docs/lab.md), and hosts that boot the bare base even so; an
+    # expanded plan written before these keys reads as bare
+    image: typing.NotRequired[Literal["packages", "bare"]]
+    bare: typing.NotRequired[list[str]]
 
 
 # `from` and `continue` are Python keywords: these two are spelled the functional way.

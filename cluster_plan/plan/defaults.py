@@ -197,6 +197,8 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "acceptance.history.tolerance.storage.upper": None,
     "lab": None,
     "lab.rate_scale": 0.01,
+    "lab.image": "bare",
+    "lab.bare": [],
     # software exists only where the plan writes it (docs/software.md)
     "software": None,
     "software.environments.*.[].build": "cpu",

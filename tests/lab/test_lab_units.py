@@ -241,7 +241,7 @@ def test_osd_disks_are_loop_backed(expanded: dict[str, Any]) -> None:
 
 def test_boot_script_gives_the_node_its_own_dev(expanded: dict[str, Any]) -> None:
     script = node.boot_script(
-        LabNames("unit"), "gpu01", expanded["hosts"]["gpu01"], Path("/base"), {}
+        LabNames("unit"), "gpu01", expanded["hosts"]["gpu01"], [Path("/base")], {}
     )
     assert 'mount -t tmpfs -o mode=755,size=8m,nosuid dev "$R/dev"' in script
     assert "/dev " not in script.replace('"$R/dev', "")  # never the host's /dev

@@ -84,7 +84,7 @@ def test_with_defaults_fills_sections_and_keeps_what_the_plan_says():
     assert filled["acceptance"]["network"]["networks"] == ["fast"]
     assert filled["acceptance"]["network"]["duration_s"] == 10
     assert filled["acceptance"]["gpu"]["max_temp_c"] == 85
-    assert filled["lab"] == {"rate_scale": 0.01}
+    assert filled["lab"] == {"rate_scale": 0.01, "image": "bare", "bare": []}
     assert filled["backups"] is None and filled["storage"]["ceph"] is None
     assert "slurm" not in filled["scheduler"]  # a Kubernetes plan has no Slurm settings
     assert filled["node_groups"]["a"]["networks"] == ["mgmt", "fast"]
