@@ -19,7 +19,6 @@ from typing import Any
 import jinja2
 import yaml
 
-from cluster_plan.monitoring.role_view import monitoring_gpus
 from cluster_plan.monitoring.targets import monitoring_server
 from cluster_plan.plan.contract import ExpandedPlan
 from cluster_plan.software import role_view as software
@@ -229,9 +228,8 @@ def _monitoring(p: _Plan, host: str) -> Chosen:
     if server is None:
         return
     yield "monitoring_node_packages", p.listed("monitoring_node_packages")
-    controller = [*p.group("slurm_controller"), ""][0]  # the Slurm and state collectors'
-    if monitoring_gpus(dict(p.expanded["hosts"][host])) > 0 or host == controller:
-        yield "monitoring_collector_packages", p.listed("monitoring_collector_packages")
+    # the clock collector runs on every monitored host, so each needs the collectors' Python
+    yield "monitoring_collector_packages", p.listed("monitoring_collector_packages")
     if host == server["hostname"]:
         yield "monitoring_server_packages", p.listed("monitoring_server_packages")
 

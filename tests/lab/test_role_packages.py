@@ -139,6 +139,7 @@ def test_each_lab_host_gets_what_its_roles_install(
     found = host_packages(expanded, role_vars)
     assert set(found) == set(expanded["hosts"])
     every = {"chrony", "nftables", "iperf3", "fping", "borgbackup", "prometheus-node-exporter"}
+    every |= {"python3-prometheus-client"}  # the clock collector runs on every monitored host
     assert all(every <= p.names for p in found.values())
     head = found["head01"]
     assert {"slurmctld", "slurmdbd", "mariadb-server", "nfs-ganesha", "nfs-ganesha-ceph"} <= (
