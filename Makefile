@@ -53,7 +53,7 @@ check-plans: deps
 lab: deps
 	$(BIN)/cluster-plan validate $(PLAN)
 	$(BIN)/cluster-plan lab up $(PLAN)
-	$(BIN)/ansible -i $(PLAN) all -m ansible.builtin.ping -o
+	$(BIN)/ansible -i $(PLAN) all -m ansible.builtin.ping
 	$(BIN)/ansible-playbook -i $(PLAN) site.yml
 
 lab-down: deps

@@ -33,7 +33,7 @@ from support.change_plans import (
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
 from cluster_plan.api import load_expanded
-from cluster_plan.lab import state
+from cluster_plan.lab import images, state
 from cluster_plan.lab.names import for_plan
 
 # Last of all (lab_reprovisions): it retires a node and re-images another. In ci14 their
@@ -74,6 +74,12 @@ def lab_hosts() -> set[str]:
     st = state.load(for_plan(load_expanded(str(PLAN))).state_file)
     assert st is not None
     return {h for h, ref in st.nodes.items() if ref.alive()}
+
+
+def booted_on(host: str) -> str:
+    """What the lab booted the host on: `bare` or its node image's top layer."""
+    names = for_plan(load_expanded(str(PLAN)))
+    return images.describe(images.recorded(names.node_dir(host)))
 
 
 def sh(host: str, script: str, plan: Path = PLAN) -> str:
@@ -122,6 +128,10 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         assert added.returncode == 0, added.stdout[-4000:] + added.stderr[-2000:]
         assert "1. add cpu02, osdn01" in added.stdout, added.stdout[-4000:]
         assert "cpu02: healthy" in added.stdout and "osdn01: healthy" in added.stdout
+        # they joined a running lab, so they booted the bare base and the roles installed
+        # every package on them: the install path the node images skip elsewhere is proven
+        assert booted_on("cpu02") == booted_on("osdn01") == "bare"
+        assert booted_on("cpu01") != "bare"
         grown_plan = load_expanded(str(grown))
         new_osds = [o for o, h in osd_hosts(ceph(mon, "osd tree")).items() if h == "osdn01"]
         planned = [d for d in grown_plan["hosts"]["osdn01"]["disks"] if d.get("use") == "osd"]

@@ -37,6 +37,7 @@ def check_references(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         if net not in networks:
             yield missing("network", net, networks, ("acceptance", "network", "networks", i))
     yield from _storage_references(plan, nodes, networks)
+    yield from _lab_references(plan, nodes)
     if plan.get("racks") is not None:
         served = rack_switches(normalize(plan["topology"]))
         for rack in sorted(set(served) - set(plan["racks"])):
@@ -128,3 +129,13 @@ def _nfs_references(
         if export["network"] not in networks:
             path = ("storage", "nfs", "exports", i, "network")
             yield missing("network", export["network"], networks, path)
+
+
+def _lab_references(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
+    """`lab.bare` names hosts of the plan (a typo would boot that host on its image, and the
+    install path it was meant to prove would go unproven)."""
+    bare = (plan.get("lab") or {}).get("bare") or []
+    hosts = [node.name for node in nodes]
+    for i, name in enumerate(bare if isinstance(bare, list) else []):
+        if isinstance(name, str) and name not in hosts:
+            yield missing("host", name, hosts, ("lab", "bare", i))
