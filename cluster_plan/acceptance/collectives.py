@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult, last_json_object
 from cluster_plan.collectives.sweep import message_sizes
 from cluster_plan.slurm.policy import slurm_name
+from cluster_plan.transport.execution import CommandResult, last_json_object
 
 RunOn = Callable[[str, Sequence[str], float], CommandResult]
 PROGRAM = "/usr/local/lib/cluster-plan/cluster-plan-collectives.pyz"

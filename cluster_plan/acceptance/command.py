@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import shlex
 import tempfile
 from pathlib import Path
 from typing import Any, cast
 
 from cluster_plan.acceptance import history_command as history
-from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import (
@@ -28,12 +26,13 @@ from cluster_plan.acceptance.report import (
     write_report,
 )
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
-from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
+from cluster_plan.acceptance.spec import spec_from_expanded
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import Exit, UsageError
 from cluster_plan.output_files import check_output, write_output
 from cluster_plan.plan.contract import ExpandedPlan, conformance_errors
 from cluster_plan.plan.input_files import read_json
+from cluster_plan.transport.options import add_transport_options, executor_for
 
 MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # a 20,000-host expansion is some hundred MB
 
@@ -91,31 +90,6 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--format", choices=["text", "json"], default="text")
     run.set_defaults(func=acceptance_command)
-
-
-def add_transport_options(parser: argparse.ArgumentParser) -> None:
-    """How commands reach the nodes (`executor_for` reads these)."""
-    parser.add_argument(
-        "--transport",
-        choices=["ssh", "lab", "lab-netns", "exec"],
-        default="ssh",
-        help="ssh: root@address (real clusters); lab: inside each lab node (nsenter, the "
-        "node's own tools); lab-netns: this machine's tools in each lab node's network "
-        "namespace; exec: --exec-prefix",
-    )
-    parser.add_argument(
-        "--exec-prefix",
-        help="command put before each node command, {node} and {address} substituted "
-        "(e.g. 'ip netns exec {node}')",
-    )
-    parser.add_argument(
-        "--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT"
-    )
-    parser.add_argument(
-        "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
-    )
-    parser.add_argument("--ssh-key", help="identity file")
-    parser.add_argument("--ssh-user", default="root")
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -224,55 +198,6 @@ def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     from cluster_plan.api import load_expanded
 
     return load_expanded(str(args.plan))  # PlanError: the CLI prints every finding
-
-
-def lab_prefixes(expanded: ExpandedPlan, transport: str) -> dict[str, list[str]]:
-    """Per-node command prefixes into a running lab (cluster_plan.lab's names and state)."""
-    from cluster_plan.lab import state
-    from cluster_plan.lab.names import for_plan
-    from cluster_plan.lab.node import nsenter
-
-    names = for_plan(expanded)
-    if transport == "lab-netns":
-        prefixes = {
-            host: ["ip", "netns", "exec", names.node_ns(host)]
-            for host in expanded["hosts"]
-            if Path("/run/netns", names.node_ns(host)).exists()
-        }
-    else:
-        lab = state.load(names.state_file)
-        nodes = lab.nodes.items() if lab else []
-        prefixes = {host: nsenter(ref, []) for host, ref in nodes if ref.alive()}
-    if not prefixes:
-        raise SpecError(f"the lab {names.lab} is not up (cluster-plan lab up PLAN)")
-    # a node that is down is in no prefix: its measurements fail, it is never run here
-    return prefixes
-
-
-def executor_for(
-    args: argparse.Namespace,
-    expanded: ExpandedPlan,
-    addresses: dict[str, str],
-    control_dir: Path,
-) -> PrefixExecutor:
-    if args.transport in ("lab", "lab-netns"):
-        return PrefixExecutor(per_node=lab_prefixes(expanded, args.transport), addresses=addresses)
-    if args.transport == "exec":
-        if not args.exec_prefix:
-            raise UsageError("--transport exec needs --exec-prefix")
-        return PrefixExecutor(shlex.split(args.exec_prefix), addresses)
-    options = [part for opt in args.ssh_option for part in ("-o", opt)]
-    options += shlex.split(args.ssh_args)
-    if args.ssh_key:
-        options += ["-i", args.ssh_key]
-    # One connection per node for the whole run, so a round's commands start in milliseconds.
-    # The sockets live in a folder of this run only: %C hashes host, port and user, not the
-    # ProxyCommand, so a shared path could reuse a master to another cluster (another lab)
-    # with the same addresses. Given first, this ControlPath wins over one in --ssh-args.
-    shared = ["-o", "ControlMaster=auto", "-o", "ControlPersist=10",
-              "-o", f"ControlPath={control_dir}/%C"]  # fmt: skip
-    prefix = ["ssh", "-o", "BatchMode=yes", *shared, *options, f"{args.ssh_user}@{{address}}"]
-    return PrefixExecutor(prefix, addresses, remote_shell=True)
 
 
 def _freshness(args: argparse.Namespace, last: Path, inputs: str) -> Decision:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult, last_json_object
+from cluster_plan.transport.execution import CommandResult, last_json_object
 
 Run = Callable[[Sequence[str], float], CommandResult]
 MIB = 1 << 20

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import validate_report
 from cluster_plan.acceptance.storage import (
@@ -18,6 +17,7 @@ from cluster_plan.acceptance.storage import (
     storage_section,
     storage_spec_from_expanded,
 )
+from cluster_plan.transport.execution import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "storage"
 SPEC = StorageSpec(admin="stor01", planned_osds=4, pool="volumes", seconds=5, health_wait_s=0)

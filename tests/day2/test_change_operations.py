@@ -26,7 +26,6 @@ from support.change_plans import (
     write_plan,
 )
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.day2.change import runner
 from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
@@ -41,6 +40,7 @@ from cluster_plan.day2.change.operations import (
     render,
 )
 from cluster_plan.day2.change.playbooks import stages_of
+from cluster_plan.transport.execution import CommandResult
 from cluster_plan.views.diff import deployed_pair, diff_expanded
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.day2.change.journal import Journal, JournalError, read_small, write_whole
 from cluster_plan.day2.change.operations import (
     CONVERGE_VARS,
@@ -31,6 +30,7 @@ from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
 from cluster_plan.slurm import drain as slurm_drain
+from cluster_plan.transport.execution import CommandResult, Executor
 
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
 # each look is one command on one host, and a wait ends on average half a poll after its cause.
