@@ -16,7 +16,6 @@ functions, tested on recorded output.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 from cluster_plan.collectives.sweep import message_sizes
+from cluster_plan.slurm.commands import JOB_ENDED, job_exit_status, oneliner_fields, show_job_argv
 from cluster_plan.slurm.policy import slurm_name
 from cluster_plan.transport.execution import CommandResult, last_json_object
 
@@ -268,22 +268,6 @@ SUBMIT_TIMEOUT_S = 60
 # `sbatch --wait` asks after the job less and less often: on the lab it returned 42.5 s after
 # submitting a job that ran 10 s (docs/collectives.md). The phase asks every second.
 POLL_S = 1.0
-# Where a job has ended (Slurm's job states); any other state is waited through.
-ENDED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-     "BOOT_FAIL", "DEADLINE"}
-)  # fmt: skip
-
-
-def exit_status(state: str, exit_code: str) -> int:
-    """What `sbatch --wait` would exit with: the job's exit code; 1 when a signal ended it or
-    the job did not complete (a cancelled or timed-out job may report 0:15; a failed node 0:0)."""
-    code, _, signal = exit_code.partition(":")
-    if signal not in ("", "0") or not code.isdigit():
-        return 1
-    if int(code) == 0 and state != "COMPLETED":
-        return 1
-    return int(code)
 
 
 # ---- judging -------------------------------------------------------------------------------
@@ -534,7 +518,7 @@ class CollectivesPhase:
         read = self.run(host, ["cat", path], 60)
         self.run(host, ["rm", "-f", path], 60)
         output = read.stdout or read.stderr
-        if ended.state not in ENDED:
+        if ended.state not in JOB_ENDED:
             output = f"{output}\njob {job}: {ended.state} after {self.job_limit_s} s, cancelled"
         return judge_training(pool, job, output, ended.status)
 
@@ -551,14 +535,12 @@ class CollectivesPhase:
         deadline = time.monotonic() + self.job_limit_s
         fields: dict[str, str] = {}
         while True:
-            shown = self.run(
-                self.spec.submit_host, ["scontrol", "show", "job", "--oneliner", job], 60
-            )
+            shown = self.run(self.spec.submit_host, show_job_argv(job), 60)
             if shown.rc == 0:  # else the controller did not answer: ask again
-                fields = dict(re.findall(r"\b(JobState|ExitCode|BatchHost)=(\S+)", shown.stdout))
+                fields = oneliner_fields(shown.stdout.strip())
             state = fields.get("JobState", "UNKNOWN")
-            if state in ENDED:
-                status = exit_status(state, fields.get("ExitCode", ""))
+            if state in JOB_ENDED:
+                status = job_exit_status(state, fields.get("ExitCode", ""))
                 return JobEnd(state, status, fields.get("BatchHost"))
             if time.monotonic() > deadline:
                 self.run(self.spec.submit_host, ["scancel", job], 60)
@@ -568,8 +550,8 @@ class CollectivesPhase:
 
 @dataclass(frozen=True)
 class JobEnd:
-    state: str  # a state of ENDED, or the last one seen when the wait ran out
-    status: int  # as `sbatch --wait` exits: see exit_status
+    state: str  # a state of JOB_ENDED, or the last one seen when the wait ran out
+    status: int  # as `sbatch --wait` exits: see job_exit_status
     batch_host: str | None  # where the script ran, and so its output file is
 
 

@@ -652,3 +652,29 @@ def test_a_leaving_host_s_cephfs_sessions_are_evicted_and_no_other(plans):
     runner.cephfs_evict(ctx, Step("cephfs-evict", ("cpu01",), ""))
     evicted = [c for _, c in executor.calls if "client evict" in c]
     assert evicted == ["ceph tell mds.0 client evict id=4563"]
+
+
+def healthy_after(sinfo: str) -> FakeExecutor:
+    return FakeExecutor(
+        {
+            "sinfo --noheader": [(0, sinfo)],
+            "sinfo -h -N": [(0, "general*\n")],
+            "show node": [(0, node_line("cpu01"))],
+            "srun": [(0, "cpu01\n")],
+        }
+    )
+
+
+def test_the_health_check_reads_states_as_the_collector_does(plans, monkeypatch):
+    """A node Slurm marks with a harmless flag (`mixed-`: planned for a job) is back; one
+    that does not answer (`idle*`) is not."""
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    executor = healthy_after("mixed-\n")
+    ctx = context(plans, executor, "lab", "lab")
+    ctx.check_timeout_s = 1
+    runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert any("--partition=general --nodelist=cpu01" in c for _, c in executor.calls)
+    ctx = context(plans, healthy_after("idle*\n"), "lab", "lab")
+    ctx.check_timeout_s = 1
+    with pytest.raises(runner.StepFailed, match=r"cpu01 back in Slurm: still in state 'idle\*'"):
+        runner.check(ctx, Step("check", ("cpu01",), ""))

@@ -29,6 +29,7 @@ from cluster_plan.day2.change.operations import (
 from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.slurm import commands as slurm_commands
 from cluster_plan.slurm import drain as slurm_drain
 from cluster_plan.transport.execution import CommandResult, Executor
 
@@ -107,7 +108,8 @@ def _kubectl(args: str) -> str:
 
 
 def _node_state(ctx: Context, host: str) -> str:
-    out = ctx.sh(_controller(ctx), f"sinfo --noheader --nodes={host} --format=%T").stdout
+    """sinfo's long state of the host (`idle`, `mixed-`, `down*`), "" without an answer."""
+    out = ctx.sh(_controller(ctx), shlex.join(slurm_commands.node_state_argv(host))).stdout
     return out.strip().splitlines()[0] if out.strip() else ""
 
 
@@ -453,17 +455,17 @@ def resume(ctx: Context, step: Step) -> None:
 def _slurm_check(ctx: Context, host: str) -> None:
     controller = _controller(ctx)
 
-    def not_idle() -> str | None:
+    def not_ready() -> str | None:
         state = _node_state(ctx, host)
-        return None if state in ("idle", "mixed", "allocated") else f"in state {state!r}"
+        return None if slurm_commands.node_state(state).takes_jobs else f"in state {state!r}"
 
-    _wait(ctx, f"{host} back in Slurm", ctx.check_timeout_s, not_idle)
-    partition = ctx.must(controller, f"sinfo -h -N -n {host} -o %P").split()[0].rstrip("*")
-    probe = (
-        f"cd /tmp && timeout {ctx.check_timeout_s:g} srun --partition={partition} "
-        f"--nodelist={host} --nodes=1 --time=1 --job-name=cluster-plan-health hostname"
-    )
-    result = ctx.sh(controller, probe, timeout=ctx.check_timeout_s + 30)
+    _wait(ctx, f"{host} back in Slurm", ctx.check_timeout_s, not_ready)
+    listed = ctx.must(controller, shlex.join(slurm_commands.node_partition_argv(host)))
+    partition = slurm_commands.first_partition(listed)
+    if partition is None:
+        raise StepFailed(f"{host}: Slurm puts it in no partition (sinfo answered {listed!r})")
+    probe = shlex.join(slurm_commands.health_job_argv(partition, host, ctx.check_timeout_s))
+    result = ctx.sh(controller, f"cd /tmp && {probe}", timeout=ctx.check_timeout_s + 30)
     if result.rc != 0 or result.stdout.split() != [ctx.host(host)["hostname"]]:
         raise StepFailed(
             f"{host}: a job did not run on it (srun exit {result.rc}: "
