@@ -6,7 +6,6 @@ its lifecycle. Every step is idempotent; the journal skips those already done.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -31,6 +30,7 @@ from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
 from cluster_plan.slurm import commands as slurm_commands
 from cluster_plan.slurm import drain as slurm_drain
+from cluster_plan.storage import ceph_commands as ceph
 from cluster_plan.transport.execution import CommandResult, Executor
 
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
@@ -319,13 +319,13 @@ def _osd_ids(ctx: Context, host: str) -> list[str]:
     """The OSDs Ceph places under the host; [] once the host has left CRUSH. Any other
     failure stops the step: an unanswered question is not "no OSDs"."""
     mon = ctx.first("ceph_mon") or host
-    result = ctx.sh(mon, f"ceph osd ls-tree {host}")
-    if result.rc == 0:
-        return result.stdout.split()
-    if "does not exist" in result.stderr or result.rc == 2:  # ENOENT: no such bucket
-        return []
-    raise StepFailed(f"on {mon}: `ceph osd ls-tree {host}` exited {result.rc}: "
-                     f"{(result.stderr or result.stdout).strip()[-400:]}")  # fmt: skip
+    script = shlex.join(ceph.osd_tree_argv(host))
+    result = ctx.sh(mon, script)
+    ids = ceph.osd_ids(result)
+    if ids is None:
+        raise StepFailed(f"on {mon}: `{script}` exited {result.rc}: "
+                         f"{(result.stderr or result.stdout).strip()[-400:]}")  # fmt: skip
+    return ids
 
 
 def osd_out(ctx: Context, step: Step) -> None:
@@ -340,7 +340,7 @@ def osd_out(ctx: Context, step: Step) -> None:
                 "look at `ceph osd tree` before anything of it is removed"
             )
         if ids and mon:
-            ctx.must(mon, f"ceph osd out {' '.join(ids)}")
+            ctx.must(mon, shlex.join(ceph.osd_argv("out", ids)))
             ctx.say(f"  OSD(s) {', '.join(ids)} of {host} out")
 
 
@@ -352,9 +352,10 @@ def osd_empty(ctx: Context, step: Step) -> None:
         ids = _osd_ids(ctx, host)
 
         def pending(ids: list[str] = ids) -> str | None:
-            if ids and ctx.sh(mon, f"ceph osd safe-to-destroy {' '.join(ids)}").rc != 0:
-                return f"holding data (`ceph osd safe-to-destroy {' '.join(ids)}` says no)"
-            problem = _ceph_unhealthy(ctx, mon)
+            safe = shlex.join(ceph.osd_argv("safe-to-destroy", ids))
+            if ids and ctx.sh(mon, safe).rc != 0:
+                return f"holding data (`{safe}` says no)"
+            problem = _ceph_health(ctx, mon).problem
             return None if problem is None else f"not healthy: {problem}"
 
         _wait(ctx, f"emptying the OSDs of {host}", OSD_EMPTY_TIMEOUT_S, pending)
@@ -367,13 +368,13 @@ def osd_purge(ctx: Context, step: Step) -> None:
     for host in step.hosts:
         for osd in _osd_ids(ctx, host):
             # asked again right before: nothing is destroyed that holds the only copy
-            safe = ctx.sh(mon, f"ceph osd safe-to-destroy {osd}")
+            safe = ctx.sh(mon, shlex.join(ceph.osd_argv("safe-to-destroy", [osd])))
             if safe.rc != 0:
                 raise StepFailed(f"osd.{osd} of {host} is not safe to destroy: "
                                  f"{(safe.stderr or safe.stdout).strip()[-300:]}")  # fmt: skip
             ctx.sh(host, f"systemctl disable --now ceph-osd@{osd}", timeout=120)
-            ctx.must(mon, f"ceph osd purge {osd} --yes-i-really-mean-it")
-        ctx.must(mon, f"ceph osd crush remove {host} 2>/dev/null || true")
+            ctx.must(mon, shlex.join(ceph.osd_purge_argv(osd)))
+        ctx.must(mon, f"{shlex.join(ceph.crush_remove_argv(host))} 2>/dev/null || true")
     # the purge changes the OSD map: the step ends when Ceph is healthy again, which no other
     # host's storage stage waits for (an OSD host's going runs none)
     _ceph_check(ctx)
@@ -386,16 +387,15 @@ def cephfs_evict(ctx: Context, step: Step) -> None:
     mon = ctx.first("ceph_mon")
     if mon is None or ctx.first("ceph_mds") is None:
         return
-    listed = ctx.must(mon, "ceph tell mds.0 session ls --format=json")
+    listed = ctx.must(mon, shlex.join(ceph.client_sessions_argv()))
     try:
-        sessions = json.loads(listed[listed.find("[") :]) if "[" in listed else []
+        sessions = ceph.sessions_by_host(listed)
     except ValueError:
         raise StepFailed(f"on {mon}: `ceph tell mds.0 session ls` did not answer JSON") from None
     for host in step.hosts:
-        for session in sessions:
-            if (session.get("client_metadata") or {}).get("hostname") == host:
-                ctx.must(mon, f"ceph tell mds.0 client evict id={int(session['id'])}")
-                ctx.say(f"  CephFS session {session['id']} of {host} evicted")
+        for session in sessions.get(host, []):
+            ctx.must(mon, shlex.join(ceph.client_evict_argv(session)))
+            ctx.say(f"  CephFS session {session} of {host} evicted")
 
 
 def osd_ok_to_stop(ctx: Context, step: Step) -> None:
@@ -405,7 +405,7 @@ def osd_ok_to_stop(ctx: Context, step: Step) -> None:
         return
     ids = [i for host in step.hosts for i in _osd_ids(ctx, host)]
     if ids:
-        ctx.must(mon, f"ceph osd ok-to-stop {' '.join(ids)}")
+        ctx.must(mon, shlex.join(ceph.osd_argv("ok-to-stop", ids)))
 
 
 def forget(ctx: Context, step: Step) -> None:
@@ -483,17 +483,18 @@ def _gpu_check(ctx: Context, host: str) -> None:
         raise StepFailed(f"{host}: NVML sees {count} GPU(s), the plan {accelerators['count']}")
 
 
-def _ceph_unhealthy(ctx: Context, mon: str) -> str | None:
-    """None when Ceph says HEALTH_OK, else what it says instead."""
-    health = ctx.sh(mon, "ceph health").stdout.strip()
-    return None if health.startswith("HEALTH_OK") else health[:200] or "no answer"
+def _ceph_health(ctx: Context, mon: str) -> ceph.Health:
+    return ceph.health_of_text(ctx.sh(mon, shlex.join(ceph.health_argv())).stdout)
 
 
 def _ceph_check(ctx: Context) -> None:
     mon = ctx.first("ceph_mon")
     if mon is None:
         return
-    _wait(ctx, "Ceph health", OSD_EMPTY_TIMEOUT_S, lambda: _ceph_unhealthy(ctx, mon))
+    timeout = OSD_EMPTY_TIMEOUT_S
+    health = ceph.wait_healthy(lambda: _ceph_health(ctx, mon), timeout, POLL_S, ctx.sleep)
+    if health.problem is not None:
+        raise StepFailed(f"Ceph health: still {health.problem} after {timeout:g} s")
 
 
 def check(ctx: Context, step: Step) -> None:
