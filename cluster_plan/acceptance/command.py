@@ -1,4 +1,5 @@
-"""`cluster-plan report` and `cluster-plan acceptance`: thin shells over the package.
+"""`cluster-plan report` and `cluster-plan acceptance run|history`: thin shells over the
+package.
 
 0 the cluster passed, 1 it failed (every fault printed); errors are raised and mapped by
 cluster_plan.cli.policy (2 unreadable input or a usage error). No traceback for a user's
@@ -11,6 +12,7 @@ import argparse
 import datetime as dt
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,9 +53,18 @@ def register(subparsers: Any) -> None:
     history.add_report_options(report)
     report.set_defaults(func=report_command)
 
-    run = subparsers.add_parser(
+    acceptance = subparsers.add_parser(
         "acceptance",
         help="run network acceptance tests on the cluster and judge them against the plan",
+        description="`acceptance run PLAN` (or `acceptance PLAN`) measures and judges the "
+        "cluster; `acceptance history PLAN` lists the recorded runs.",
+    )
+    actions = acceptance.add_subparsers(
+        dest="acceptance_command", required=True, metavar="ACTION", action=_RunByDefault
+    )
+    run = actions.add_parser(
+        "run",
+        help="measure the cluster and judge it against the plan (the default action)",
         description="Bandwidth (iperf3), latency, loss and MTU (fping) between every pair of "
         "nodes; writes reports/<cluster>/acceptance.json and .html, records the run in the "
         "history and compares it with an earlier one. `acceptance history PLAN` lists the "
@@ -61,9 +72,7 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("plan", type=Path, help="the cluster plan (YAML)")
     history.add_run_options(run)
-    run.add_argument(
-        "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
-    )
+    _add_expanded(run)
     add_transport_options(run)
     run.add_argument("--nodes", help="comma-separated hosts to test (default: all)")
     run.add_argument("--duration", type=float, help="seconds per iperf3 test (default: plan)")
@@ -72,7 +81,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--phases", default=",".join(PHASES), help="subset of " + ",".join(PHASES))
     run.add_argument("--no-retest", action="store_true", help="do not retest suspects alone")
     run.add_argument("--sequential", action="store_true", help="one pair at a time (baseline)")
-    run.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
+    _add_output_dir(run)
     run.add_argument(
         "--when",
         choices=["always", "changed"],
@@ -90,6 +99,71 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--format", choices=["text", "json"], default="text")
     run.set_defaults(func=acceptance_command)
+
+    listing = actions.add_parser(
+        "history",
+        help="the cluster's recorded acceptance runs, newest first",
+        description="The runs recorded in the cluster's acceptance history, newest first; "
+        "--mark-baseline makes one the run later runs are compared with.",
+    )
+    listing.add_argument("plan", type=Path, help="the cluster plan (YAML)")
+    history.add_history_options(listing)
+    _add_expanded(listing)
+    _add_output_dir(listing)
+    listing.add_argument("--format", choices=["text", "json"], default="text")
+    listing.set_defaults(func=history_command)
+
+
+class _ActionsOrPlan(Mapping[str, argparse.ArgumentParser]):
+    """`acceptance`'s actions by name, as argparse checks the first word against them before
+    the action sees it: any word passes, as one that names no action is `run`'s PLAN."""
+
+    def __init__(self, actions: dict[str, argparse.ArgumentParser]) -> None:
+        self._actions = actions
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self._actions[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._actions)
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    def __contains__(self, word: object) -> bool:
+        return True
+
+
+class _RunByDefault(argparse._SubParsersAction):
+    """`acceptance PLAN ...`, as the command was first spelt, is `acceptance run PLAN ...`;
+    the command's name stays `acceptance` then (the JSON envelope's `command`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = _ActionsOrPlan(self._name_parser_map)  # type: ignore[assignment]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values and self._name_parser_map.get(values[0]) is None:
+            super().__call__(parser, namespace, ["run", *values], option_string)
+            setattr(namespace, self.dest, None)
+            return
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _add_expanded(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
+    )
+
+
+def _add_output_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -216,13 +290,17 @@ def _freshness(args: argparse.Namespace, last: Path, inputs: str) -> Decision:
     )
 
 
+def history_command(args: argparse.Namespace) -> Exit:
+    """`acceptance history PLAN [--mark-baseline RUN]`."""
+    return history.history_command(args, _load_expanded(args))
+
+
 def acceptance_command(args: argparse.Namespace) -> Exit:
+    """`acceptance run PLAN` (or `acceptance PLAN`)."""
+    history.check_run_arguments(args)
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
         raise UsageError(f"unknown phase {', '.join(unknown)}")
-    if history.is_history(args):
-        args.plan = args.history_plan
-        return history.history_command(args, _load_expanded(args))
     expanded = _load_expanded(args)
     nodes = args.nodes.split(",") if args.nodes else None
     spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)

@@ -95,6 +95,32 @@ CASES = {
     "acceptance unknown phase": Case(
         ["acceptance", "{plan}", "--phases", "nope"], 2, "error", "acceptance"
     ),
+    # the same run with its action named: `acceptance run|history`, each through the reporter
+    "acceptance run failed": Case(
+        [
+            "acceptance",
+            "run",
+            "unused.yml",
+            "--expanded",
+            "{expanded}",
+            "--transport",
+            "exec",
+            "--exec-prefix",
+            "false",
+            "--phases",
+            "latency",
+            "--no-retest",
+            "--no-history",
+            "--output-dir",
+            "{tmp}/out",
+        ],
+        1,
+        "failed",
+        "acceptance run",
+    ),
+    "acceptance run unknown phase": Case(
+        ["acceptance", "run", "{plan}", "--phases", "nope"], 2, "error", "acceptance run"
+    ),
     "report no file": Case(["report", "{tmp}/none.json"], 2, "error", "report"),
 }
 
