@@ -5,6 +5,7 @@ error; and its exit status is the one the command has without --format json."""
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import io
 import json
@@ -305,3 +306,28 @@ def test_a_plan_with_nan_gives_no_bare_nan_on_stdout(tmp_path: Path, capsys) -> 
     code = main(["capacity", str(plan), "--format", "json"])
     document = envelope(capsys.readouterr().out)
     assert code != 0 and document["status"] in ("failed", "error")
+
+
+def _reads_the_format(tree: ast.AST) -> list[int]:
+    """Lines that read a command's `--format`: `args.format`, `getattr(args, "format")`."""
+    lines = []
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr == "format"
+        if attribute and isinstance(node.value, ast.Name) and node.value.id == "args":
+            lines.append(node.lineno)
+        called = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr"
+        if called and any(isinstance(a, ast.Constant) and a.value == "format" for a in node.args):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_command_branches_on_the_format() -> None:
+    """Only the CLI reads --format, to pick the reporter; every command hands its results,
+    findings and refusals to that reporter (docs/ARCHITECTURE.md, Command output)."""
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "cluster_plan").rglob("*.py"))
+        if _reads_the_format(ast.parse(path.read_text()))
+    }
+    assert readers == {"cluster_plan/cli/app.py"}
+    assert _reads_the_format(ast.parse("if args.format == 'json':\n    print(1)\n")) == [1]
