@@ -30,7 +30,6 @@ from cluster_plan.day2.change import runner
 from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
     CEPH_DAEMON_ROLES,
-    ChangeRefused,
     Operation,
     Options,
     Step,
@@ -40,6 +39,7 @@ from cluster_plan.day2.change.operations import (
     render,
 )
 from cluster_plan.day2.change.playbooks import stages_of
+from cluster_plan.day2.change.triage import ChangeRefused
 from cluster_plan.transport.execution import CommandResult
 from cluster_plan.views.diff import deployed_pair, diff_expanded
 

@@ -18,14 +18,9 @@ from typing import Any
 
 from cluster_plan.cli.policy import Exit, Refused, UsageError
 from cluster_plan.day2.change.journal import Journal, JournalError
-from cluster_plan.day2.change.operations import (
-    ChangeRefused,
-    Operation,
-    Options,
-    plan_operations,
-    render,
-)
+from cluster_plan.day2.change.operations import Operation, Options, plan_operations, render
 from cluster_plan.day2.change.playbooks import Playbooks, PlaybooksError, locate
+from cluster_plan.day2.change.triage import ChangeRefused
 from cluster_plan.plan.contract import ExpandedPlan
 from cluster_plan.transport.options import add_transport_options, executor_for
 
