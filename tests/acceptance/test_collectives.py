@@ -15,14 +15,13 @@ import pytest
 
 from cluster_plan.acceptance.collectives import (
     CollectivesPhase,
-    CollectivesSpec,
-    collectives_spec_from_expanded,
     run_collectives_phase,
     sweep_argv,
     training_argv,
     training_script,
 )
 from cluster_plan.acceptance.collectives_html import collectives_html
+from cluster_plan.acceptance.collectives_spec import CollectivesSpec, collectives_spec_from_expanded
 from cluster_plan.acceptance.command import _collectives_summary
 from cluster_plan.acceptance.report import build_report, judge_report, validate_report
 from cluster_plan.acceptance.spec import spec_from_expanded
