@@ -33,6 +33,11 @@ SUFFIX_FLAGS = {
 # stand in the way (the backfill scheduler has planned it for a job).
 TAKES_JOBS = frozenset({"IDLE", "MIXED", "ALLOCATED"})
 HARMLESS_FLAGS = frozenset({"PLANNED"})
+# A node Slurm may schedule on: anything else (DOWN, DRAIN, FAIL, NOT_RESPONDING, ...) is out.
+IN_SERVICE = frozenset({"IDLE", "ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "PLANNED"})
+OUT_OF_SERVICE_FLAGS = frozenset(
+    {"DRAIN", "DRAINING", "DRAINED", "FAIL", "NOT_RESPONDING", "POWERED_DOWN"}
+)
 
 # Where a job has ended (Slurm's job states); any other state is waited through.
 JOB_ENDED = frozenset(
@@ -57,6 +62,13 @@ class NodeState:
 
     base: str
     flags: frozenset[str]
+
+    @property
+    def out_of_service(self) -> list[str]:
+        """Why Slurm schedules nothing on the node: its base state when that is not one of
+        IN_SERVICE, and its flags of OUT_OF_SERVICE_FLAGS; [] for a node in service."""
+        flags = sorted(self.flags & OUT_OF_SERVICE_FLAGS)
+        return [self.base, *flags] if self.base not in IN_SERVICE or flags else []
 
     @property
     def takes_jobs(self) -> bool:

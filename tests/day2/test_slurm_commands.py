@@ -54,3 +54,13 @@ def test_one_parser_reads_every_oneliner_answer() -> None:
     with pytest.raises(UnexpectedLine, match="line 2"):
         node_records(f"{node_line()}slurm_load_node error: Unable to contact slurm controller\n")
     assert node_records("No nodes in the system\n") == {}
+
+
+def test_in_service_is_wider_than_taking_a_job_now() -> None:
+    """drift asks whether Slurm may schedule on a node; the change's check whether a job sent
+    now starts there: a completing node is in service but takes no job yet."""
+    assert node_state("COMPLETING").out_of_service == []
+    assert not node_state("COMPLETING").takes_jobs
+    assert node_state("IDLE*+DRAIN").out_of_service == ["IDLE", "DRAIN", "NOT_RESPONDING"]
+    assert node_state("DOWN").out_of_service == ["DOWN"]
+    assert node_state("mixed-").out_of_service == [] and node_state("mixed-").takes_jobs
