@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_plan.cli.policy import UsageError
@@ -38,6 +39,12 @@ def add_transport_options(
         help="command put before each node command, {node} and {address} substituted "
         "(e.g. 'ip netns exec {node}')",
     )
+    add_ssh_options(parser)
+
+
+def add_ssh_options(parser: argparse.ArgumentParser, user: str | None = "root") -> None:
+    """The SSH options (`SshOptions.from_args` reads these); `user` the default user, None
+    where the inventory's (the plan's access) is the default."""
     parser.add_argument(
         "--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT"
     )
@@ -45,15 +52,36 @@ def add_transport_options(
         "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
     )
     parser.add_argument("--ssh-key", help="identity file")
-    parser.add_argument("--ssh-user", default="root")
+    parser.add_argument(
+        "--ssh-user",
+        default=user,
+        help=None if user else "default: the plan's access.ansible_user, as Ansible's",
+    )
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """The user's SSH settings, from `--ssh-*`; None where the command's default holds."""
+
+    user: str | None = None
+    key: str | None = None
+    options: tuple[str, ...] = ()  # each given to ssh as `-o OPT`
+    args: str = ""  # more arguments, one string (Ansible's ssh_common_args)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SshOptions:
+        return cls(args.ssh_user, args.ssh_key, tuple(args.ssh_option), args.ssh_args)
+
+    def arguments(self) -> list[str]:
+        """What ssh is given before USER@HOST: the `-o` options, the other arguments, the key."""
+        words = [part for opt in self.options for part in ("-o", opt)]
+        words += shlex.split(self.args)
+        return [*words, "-i", self.key] if self.key else words
 
 
 def ssh_prefix(args: argparse.Namespace, control_dir: Path) -> list[str]:
     """`ssh ... USER@{address}` with the user's options, one connection per node."""
-    options = [part for opt in args.ssh_option for part in ("-o", opt)]
-    options += shlex.split(args.ssh_args)
-    if args.ssh_key:
-        options += ["-i", args.ssh_key]
+    options = SshOptions.from_args(args).arguments()
     # One connection per node for the whole run, so a round's commands start in milliseconds.
     # The sockets live in a folder of this run only: %C hashes host, port and user, not the
     # ProxyCommand, so a shared path could reuse a master to another cluster (another lab)
