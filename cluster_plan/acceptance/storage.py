@@ -1,9 +1,9 @@
 """Storage acceptance: the Ceph cluster's health, its OSDs against the plan, its placement
 groups, and a `rados bench` write and read, judged and put in the report's storage section.
 
-Commands run on the first monitor (it holds the admin key) through the runner's executor; they
-and the parsers of their answers are cluster_plan.storage.ceph_commands', and the judging here
-is pure, tested on recorded output.
+Commands run on the first monitor (it holds the admin key) through the runner's executor;
+Ceph's are asked and read by cluster_plan.storage.ceph_commands, rados bench's here. Parsing
+and judging are pure, tested on recorded output.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.storage import ceph_commands as ceph
-from cluster_plan.transport.execution import CommandResult
+from cluster_plan.transport.execution import CommandResult, last_json_object
 
 Run = Callable[[Sequence[str], float], CommandResult]
 MIB = 1 << 20
@@ -65,6 +65,34 @@ def _bench_pool(pools: list[dict[str, Any]]) -> str:
     """The first rbd pool, else the first pool ("" without pools)."""
     rbd = [p["name"] for p in pools if p.get("application", "rbd") == "rbd"]
     return str((rbd or [p["name"] for p in pools] or [""])[0])
+
+
+def bench_argv(pool: str, seconds: int, mode: str, threads: int, object_size: int) -> list[str]:
+    """`rados bench` on the pool: `write` (its objects kept for the read) or `seq`."""
+    argv = ["rados", "bench", "-p", pool, str(seconds), mode]
+    if mode == "write":
+        argv += ["-b", str(object_size), "--no-cleanup"]
+    return [*argv, "-t", str(threads), "--format", "json"]
+
+
+def bench_cleanup_argv(pool: str) -> list[str]:
+    return ["rados", "-p", pool, "cleanup"]
+
+
+def parse_bench(result: CommandResult) -> dict[str, Any]:
+    """MB/s, IOPS and mean latency from `rados bench ... --format json` (the JSON is the
+    last line that parses), or its error."""
+    data = last_json_object(result.stdout, "bandwidth")
+    if data is not None:
+        return {
+            "mb_s": round(float(data["bandwidth"]), 3),
+            "iops": round(float(data.get("average_iops", 0)), 3),
+            "latency_s": round(float(data.get("average_latency", 0)), 4),
+            "seconds": round(float(data.get("total_time_run", 0)), 3),
+            "error": None,
+        }
+    error = (result.stderr or result.stdout).strip().splitlines()[-1:] or [f"exit {result.rc}"]
+    return {"mb_s": None, "iops": None, "latency_s": None, "seconds": None, "error": error[0]}
 
 
 def storage_section(
@@ -137,9 +165,9 @@ def run_storage_phase(
     results = {}
     for mode, words in (("write", "write"), ("seq", "read")):
         progress(f"storage: rados bench {words} {spec.seconds}s on pool {spec.pool}")
-        argv = ceph.bench_argv(spec.pool, spec.seconds, mode, spec.threads, spec.object_size)
-        results[words] = ceph.parse_bench(run(argv, timeout))
-    run(ceph.bench_cleanup_argv(spec.pool), timeout)
+        argv = bench_argv(spec.pool, spec.seconds, mode, spec.threads, spec.object_size)
+        results[words] = parse_bench(run(argv, timeout))
+    run(bench_cleanup_argv(spec.pool), timeout)
     return storage_section(
         spec, healthy.document, osd_dump, pg_stat, results["write"], results["read"]
     )

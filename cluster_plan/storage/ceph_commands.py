@@ -2,6 +2,7 @@
 and a pure reading of each answer, and the one wait for a healthy Ceph. Storage acceptance and
 the change's runner (OSDs out, emptied, purged; CephFS sessions evicted) ask through here; the
 Ansible modules keep their own (plugins/module_utils/ceph_cli.py: they run on the nodes).
+Standard library only: an answer is anything with `rc`, `stdout` and `stderr`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,24 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from cluster_plan.transport.execution import CommandResult, last_json_object
+from typing import Any, Protocol
 
 CEPH = ("ceph", "--connect-timeout", "30")
+
+
+class Answer(Protocol):
+    """What a command left behind (cluster_plan.transport's Answer is one)."""
+
+    @property
+    def rc(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+
 # Between two looks at Ceph's health while waiting for HEALTH_OK: one command on a monitor
 HEALTH_POLL_S = 2.0
 
@@ -71,7 +85,7 @@ def health_of_json(document: Any) -> Health:
     return Health(status, " ".join([status, *checks]).strip(), checks, document)
 
 
-def json_answer(result: CommandResult) -> Any:
+def json_answer(result: Answer) -> Any:
     """A command's JSON answer; None when it failed or printed something else."""
     try:
         return json.loads(result.stdout) if result.rc == 0 else None
@@ -117,40 +131,12 @@ def pg_counts(pg_stat: Any) -> dict[str, Any]:
     }
 
 
-def bench_argv(pool: str, seconds: int, mode: str, threads: int, object_size: int) -> list[str]:
-    """`rados bench` on the pool: `write` (its objects kept for the read) or `seq`."""
-    argv = ["rados", "bench", "-p", pool, str(seconds), mode]
-    if mode == "write":
-        argv += ["-b", str(object_size), "--no-cleanup"]
-    return [*argv, "-t", str(threads), "--format", "json"]
-
-
-def bench_cleanup_argv(pool: str) -> list[str]:
-    return ["rados", "-p", pool, "cleanup"]
-
-
-def parse_bench(result: CommandResult) -> dict[str, Any]:
-    """MB/s, IOPS and mean latency from `rados bench ... --format json` (the JSON is the
-    last line that parses), or its error."""
-    data = last_json_object(result.stdout, "bandwidth")
-    if data is not None:
-        return {
-            "mb_s": round(float(data["bandwidth"]), 3),
-            "iops": round(float(data.get("average_iops", 0)), 3),
-            "latency_s": round(float(data.get("average_latency", 0)), 4),
-            "seconds": round(float(data.get("total_time_run", 0)), 3),
-            "error": None,
-        }
-    error = (result.stderr or result.stdout).strip().splitlines()[-1:] or [f"exit {result.rc}"]
-    return {"mb_s": None, "iops": None, "latency_s": None, "seconds": None, "error": error[0]}
-
-
 def osd_tree_argv(host: str) -> list[str]:
     """The ids of the OSDs CRUSH places under a host, space-separated."""
     return ["ceph", "osd", "ls-tree", host]
 
 
-def osd_ids(result: CommandResult) -> list[str] | None:
+def osd_ids(result: Answer) -> list[str] | None:
     """The ids an answer of `osd_tree_argv` names; [] when the host is in no CRUSH bucket
     (it left already); None when Ceph did not answer (that is not "no OSDs")."""
     if result.rc == 0:

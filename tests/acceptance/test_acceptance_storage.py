@@ -12,11 +12,11 @@ from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import validate_report
 from cluster_plan.acceptance.storage import (
     StorageSpec,
+    parse_bench,
     run_storage_phase,
     storage_section,
     storage_spec_from_expanded,
 )
-from cluster_plan.storage.ceph_commands import parse_bench
 from cluster_plan.transport.execution import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "storage"
