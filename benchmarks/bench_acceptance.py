@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.runner import AcceptanceRunner, RunOptions
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import AcceptanceSpec, Fabric, Node, spec_from_expanded
+from cluster_plan.transport.execution import PrefixExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -57,9 +57,9 @@ def lab_bench() -> None:
         print(f"skipped: missing host tools {', '.join(missing)}")
         return
     os.environ.setdefault("CLUSTER_PLAN_LAB_ID", "bench")
-    from cluster_plan.acceptance.command import lab_prefixes
     from cluster_plan.api import load_expanded
     from cluster_plan.lab import lifecycle
+    from cluster_plan.transport.lab import lab_prefixes
 
     expanded = load_expanded(str(PLAN))
     try:

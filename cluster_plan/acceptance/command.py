@@ -1,4 +1,5 @@
-"""`cluster-plan report` and `cluster-plan acceptance`: thin shells over the package.
+"""`cluster-plan report` and `cluster-plan acceptance run|history`: thin shells over the
+package.
 
 0 the cluster passed, 1 it failed (every fault printed); errors are raised and mapped by
 cluster_plan.cli.policy (2 unreadable input or a usage error). No traceback for a user's
@@ -10,13 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import shlex
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from cluster_plan.acceptance import history_command as history
-from cluster_plan.acceptance.execution import PrefixExecutor
 from cluster_plan.acceptance.freshness import FORCE_HINT, Decision, decide, inputs_fingerprint
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import (
@@ -28,12 +28,13 @@ from cluster_plan.acceptance.report import (
     write_report,
 )
 from cluster_plan.acceptance.runner import PHASES, AcceptanceRunner, RunOptions
-from cluster_plan.acceptance.spec import SpecError, spec_from_expanded
+from cluster_plan.acceptance.spec import spec_from_expanded
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.cli.policy import Exit, UsageError
 from cluster_plan.output_files import check_output, write_output
 from cluster_plan.plan.contract import ExpandedPlan, conformance_errors
 from cluster_plan.plan.input_files import read_json
+from cluster_plan.transport.options import add_transport_options, executor_for
 
 MAX_EXPANDED_BYTES = 1024 * 1024 * 1024  # a 20,000-host expansion is some hundred MB
 
@@ -52,9 +53,18 @@ def register(subparsers: Any) -> None:
     history.add_report_options(report)
     report.set_defaults(func=report_command)
 
-    run = subparsers.add_parser(
+    acceptance = subparsers.add_parser(
         "acceptance",
         help="run network acceptance tests on the cluster and judge them against the plan",
+        description="`acceptance run PLAN` (or `acceptance PLAN`) measures and judges the "
+        "cluster; `acceptance history PLAN` lists the recorded runs.",
+    )
+    actions = acceptance.add_subparsers(
+        dest="acceptance_command", required=True, metavar="ACTION", action=_RunByDefault
+    )
+    run = actions.add_parser(
+        "run",
+        help="measure the cluster and judge it against the plan (the default action)",
         description="Bandwidth (iperf3), latency, loss and MTU (fping) between every pair of "
         "nodes; writes reports/<cluster>/acceptance.json and .html, records the run in the "
         "history and compares it with an earlier one. `acceptance history PLAN` lists the "
@@ -62,9 +72,7 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("plan", type=Path, help="the cluster plan (YAML)")
     history.add_run_options(run)
-    run.add_argument(
-        "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
-    )
+    _add_expanded(run)
     add_transport_options(run)
     run.add_argument("--nodes", help="comma-separated hosts to test (default: all)")
     run.add_argument("--duration", type=float, help="seconds per iperf3 test (default: plan)")
@@ -73,7 +81,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--phases", default=",".join(PHASES), help="subset of " + ",".join(PHASES))
     run.add_argument("--no-retest", action="store_true", help="do not retest suspects alone")
     run.add_argument("--sequential", action="store_true", help="one pair at a time (baseline)")
-    run.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
+    _add_output_dir(run)
     run.add_argument(
         "--when",
         choices=["always", "changed"],
@@ -92,30 +100,70 @@ def register(subparsers: Any) -> None:
     run.add_argument("--format", choices=["text", "json"], default="text")
     run.set_defaults(func=acceptance_command)
 
+    listing = actions.add_parser(
+        "history",
+        help="the cluster's recorded acceptance runs, newest first",
+        description="The runs recorded in the cluster's acceptance history, newest first; "
+        "--mark-baseline makes one the run later runs are compared with.",
+    )
+    listing.add_argument("plan", type=Path, help="the cluster plan (YAML)")
+    history.add_history_options(listing)
+    _add_expanded(listing)
+    _add_output_dir(listing)
+    listing.add_argument("--format", choices=["text", "json"], default="text")
+    listing.set_defaults(func=history_command)
 
-def add_transport_options(parser: argparse.ArgumentParser) -> None:
-    """How commands reach the nodes (`executor_for` reads these)."""
+
+class _ActionsOrPlan(Mapping[str, argparse.ArgumentParser]):
+    """`acceptance`'s actions by name, as argparse checks the first word against them before
+    the action sees it: any word passes, as one that names no action is `run`'s PLAN."""
+
+    def __init__(self, actions: dict[str, argparse.ArgumentParser]) -> None:
+        self._actions = actions
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self._actions[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._actions)
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    def __contains__(self, word: object) -> bool:
+        return True
+
+
+class _RunByDefault(argparse._SubParsersAction):
+    """`acceptance PLAN ...`, as the command was first spelt, is `acceptance run PLAN ...`;
+    the command's name stays `acceptance` then (the JSON envelope's `command`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = _ActionsOrPlan(self._name_parser_map)  # type: ignore[assignment]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values and self._name_parser_map.get(values[0]) is None:
+            super().__call__(parser, namespace, ["run", *values], option_string)
+            setattr(namespace, self.dest, None)
+            return
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _add_expanded(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--transport",
-        choices=["ssh", "lab", "lab-netns", "exec"],
-        default="ssh",
-        help="ssh: root@address (real clusters); lab: inside each lab node (nsenter, the "
-        "node's own tools); lab-netns: this machine's tools in each lab node's network "
-        "namespace; exec: --exec-prefix",
+        "--expanded", type=Path, help="read the expanded plan from this JSON file instead"
     )
-    parser.add_argument(
-        "--exec-prefix",
-        help="command put before each node command, {node} and {address} substituted "
-        "(e.g. 'ip netns exec {node}')",
-    )
-    parser.add_argument(
-        "--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT"
-    )
-    parser.add_argument(
-        "--ssh-args", default="", help="more ssh arguments, one string (Ansible's ssh_common_args)"
-    )
-    parser.add_argument("--ssh-key", help="identity file")
-    parser.add_argument("--ssh-user", default="root")
+
+
+def _add_output_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", type=Path, help="default: reports/<cluster name>")
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -226,55 +274,6 @@ def _load_expanded(args: argparse.Namespace) -> ExpandedPlan:
     return load_expanded(str(args.plan))  # PlanError: the CLI prints every finding
 
 
-def lab_prefixes(expanded: ExpandedPlan, transport: str) -> dict[str, list[str]]:
-    """Per-node command prefixes into a running lab (cluster_plan.lab's names and state)."""
-    from cluster_plan.lab import state
-    from cluster_plan.lab.names import for_plan
-    from cluster_plan.lab.node import nsenter
-
-    names = for_plan(expanded)
-    if transport == "lab-netns":
-        prefixes = {
-            host: ["ip", "netns", "exec", names.node_ns(host)]
-            for host in expanded["hosts"]
-            if Path("/run/netns", names.node_ns(host)).exists()
-        }
-    else:
-        lab = state.load(names.state_file)
-        nodes = lab.nodes.items() if lab else []
-        prefixes = {host: nsenter(ref, []) for host, ref in nodes if ref.alive()}
-    if not prefixes:
-        raise SpecError(f"the lab {names.lab} is not up (cluster-plan lab up PLAN)")
-    # a node that is down is in no prefix: its measurements fail, it is never run here
-    return prefixes
-
-
-def executor_for(
-    args: argparse.Namespace,
-    expanded: ExpandedPlan,
-    addresses: dict[str, str],
-    control_dir: Path,
-) -> PrefixExecutor:
-    if args.transport in ("lab", "lab-netns"):
-        return PrefixExecutor(per_node=lab_prefixes(expanded, args.transport), addresses=addresses)
-    if args.transport == "exec":
-        if not args.exec_prefix:
-            raise UsageError("--transport exec needs --exec-prefix")
-        return PrefixExecutor(shlex.split(args.exec_prefix), addresses)
-    options = [part for opt in args.ssh_option for part in ("-o", opt)]
-    options += shlex.split(args.ssh_args)
-    if args.ssh_key:
-        options += ["-i", args.ssh_key]
-    # One connection per node for the whole run, so a round's commands start in milliseconds.
-    # The sockets live in a folder of this run only: %C hashes host, port and user, not the
-    # ProxyCommand, so a shared path could reuse a master to another cluster (another lab)
-    # with the same addresses. Given first, this ControlPath wins over one in --ssh-args.
-    shared = ["-o", "ControlMaster=auto", "-o", "ControlPersist=10",
-              "-o", f"ControlPath={control_dir}/%C"]  # fmt: skip
-    prefix = ["ssh", "-o", "BatchMode=yes", *shared, *options, f"{args.ssh_user}@{{address}}"]
-    return PrefixExecutor(prefix, addresses, remote_shell=True)
-
-
 def _freshness(args: argparse.Namespace, last: Path, inputs: str) -> Decision:
     """Decide from the last report; an unreadable one is a reason to run, never an error."""
     try:
@@ -291,13 +290,17 @@ def _freshness(args: argparse.Namespace, last: Path, inputs: str) -> Decision:
     )
 
 
+def history_command(args: argparse.Namespace) -> Exit:
+    """`acceptance history PLAN [--mark-baseline RUN]`."""
+    return history.history_command(args, _load_expanded(args))
+
+
 def acceptance_command(args: argparse.Namespace) -> Exit:
+    """`acceptance run PLAN` (or `acceptance PLAN`)."""
+    history.check_run_arguments(args)
     phases = tuple(p for p in args.phases.split(",") if p)
     if unknown := sorted(set(phases) - set(PHASES)):
         raise UsageError(f"unknown phase {', '.join(unknown)}")
-    if history.is_history(args):
-        args.plan = args.history_plan
-        return history.history_command(args, _load_expanded(args))
     expanded = _load_expanded(args)
     nodes = args.nodes.split(",") if args.nodes else None
     spec = spec_from_expanded(expanded, nodes=nodes, duration_s=args.duration)

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.transport.execution import CommandResult
 
 NOT_FOUND = 127
 TIMED_OUT = 124

@@ -19,8 +19,7 @@ COMPARE_HELP = "a run id, last-passed or baseline"
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
-    """`acceptance PLAN` options, and `acceptance history PLAN` (a second positional)."""
-    run.add_argument("history_plan", nargs="?", type=Path, help=argparse.SUPPRESS)
+    """`acceptance run PLAN`: where the run is recorded and what it is compared with."""
     run.add_argument(
         "--history",
         type=Path,
@@ -34,10 +33,30 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         help=f"compare with this run: {COMPARE_HELP} (default: the baseline when one is "
         "marked, else the last passed run)",
     )
-    run.add_argument(
-        "--mark-baseline", metavar="RUN", type=int, help="with `history`: make RUN the baseline"
+    # what goes with `acceptance history`: refused in words that say so (check_run_arguments)
+    run.add_argument("misplaced", nargs="*", help=argparse.SUPPRESS)
+    run.add_argument("--mark-baseline", type=int, help=argparse.SUPPRESS)
+
+
+def check_run_arguments(args: argparse.Namespace) -> None:
+    """A second plan, or a history option, given to a run: a usage error with the hint."""
+    if args.misplaced:
+        words = " ".join(map(str, args.misplaced))
+        raise UsageError(f"unexpected argument {words} (acceptance history PLAN?)")
+    if args.mark_baseline is not None:
+        raise UsageError("--mark-baseline goes with `cluster-plan acceptance history PLAN`")
+
+
+def add_history_options(listing: argparse.ArgumentParser) -> None:
+    """`acceptance history PLAN`."""
+    listing.add_argument(
+        "--history",
+        type=Path,
+        help="the history database (default: the plan's acceptance.history.database, else "
+        "history.sqlite in the output folder)",
     )
-    run.add_argument("--limit", type=int, default=20, help="with `history`: newest runs shown")
+    listing.add_argument("--mark-baseline", metavar="RUN", type=int, help="make RUN the baseline")
+    listing.add_argument("--limit", type=int, default=20, help="newest runs shown (default 20)")
 
 
 def add_report_options(report: argparse.ArgumentParser) -> None:
@@ -45,17 +64,6 @@ def add_report_options(report: argparse.ArgumentParser) -> None:
     report.add_argument(
         "--history", type=Path, help="the history database (default: the one the report names)"
     )
-
-
-def is_history(args: argparse.Namespace) -> bool:
-    """`acceptance history PLAN`; a stray second positional or history option is a mistake."""
-    if str(args.plan) == "history" and args.history_plan is not None:
-        return True
-    if args.history_plan is not None:
-        raise UsageError(f"unexpected argument {args.history_plan} (acceptance history PLAN?)")
-    if args.mark_baseline is not None:
-        raise UsageError("--mark-baseline goes with `cluster-plan acceptance history PLAN`")
-    return False
 
 
 def _hashes(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.starvation import EndCpu, iperf3_cpu, parse_probe, probe_argv
+from cluster_plan.transport.execution import CommandResult
 
 NOT_FOUND = 127
 TIMED_OUT = 124

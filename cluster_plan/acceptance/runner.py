@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.acceptance.collectives import run_collectives_phase
-from cluster_plan.acceptance.execution import CommandResult, Executor
 from cluster_plan.acceptance.fping import (
     ProbeSample,
     fping_latency_argv,
@@ -46,6 +45,7 @@ from cluster_plan.acceptance.verdicts import (
     mtu_suspects,
     probe_suspects,
 )
+from cluster_plan.transport.execution import CommandResult, Executor
 
 Progress = Callable[[str], None]
 NETWORK_PHASES = ("latency", "mtu", "bandwidth")

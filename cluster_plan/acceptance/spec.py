@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.acceptance.collectives import CollectivesSpec, collectives_spec_from_expanded
+from cluster_plan.acceptance.collectives_spec import CollectivesSpec, collectives_spec_from_expanded
 from cluster_plan.acceptance.fping import probes_for_loss
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit

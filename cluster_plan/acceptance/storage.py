@@ -2,22 +2,22 @@
 groups, and a `rados bench` write and read, judged and put in the report's storage section.
 
 Commands run on the first monitor (it holds the admin key) through the runner's executor;
-parsing and judging are pure functions over what they print, tested on recorded output.
+Ceph's are asked and read by cluster_plan.storage.ceph_commands, rados bench's here. Parsing
+and judging are pure, tested on recorded output.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult, last_json_object
+from cluster_plan.storage import ceph_commands as ceph
+from cluster_plan.transport.execution import CommandResult, last_json_object
 
 Run = Callable[[Sequence[str], float], CommandResult]
 MIB = 1 << 20
-CEPH = ("ceph", "--connect-timeout", "30")
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,21 @@ def _bench_pool(pools: list[dict[str, Any]]) -> str:
     return str((rbd or [p["name"] for p in pools] or [""])[0])
 
 
+def bench_argv(pool: str, seconds: int, mode: str, threads: int, object_size: int) -> list[str]:
+    """`rados bench` on the pool: `write` (its objects kept for the read) or `seq`."""
+    argv = ["rados", "bench", "-p", pool, str(seconds), mode]
+    if mode == "write":
+        argv += ["-b", str(object_size), "--no-cleanup"]
+    return [*argv, "-t", str(threads), "--format", "json"]
+
+
+def bench_cleanup_argv(pool: str) -> list[str]:
+    return ["rados", "-p", pool, "cleanup"]
+
+
 def parse_bench(result: CommandResult) -> dict[str, Any]:
     """MB/s, IOPS and mean latency from `rados bench ... --format json` (the JSON is the
-    last line that parses)."""
+    last line that parses), or its error."""
     data = last_json_object(result.stdout, "bandwidth")
     if data is not None:
         return {
@@ -81,13 +93,6 @@ def parse_bench(result: CommandResult) -> dict[str, Any]:
         }
     error = (result.stderr or result.stdout).strip().splitlines()[-1:] or [f"exit {result.rc}"]
     return {"mb_s": None, "iops": None, "latency_s": None, "seconds": None, "error": error[0]}
-
-
-def _json(result: CommandResult) -> Any:
-    try:
-        return json.loads(result.stdout) if result.rc == 0 else None
-    except json.JSONDecodeError:
-        return None
 
 
 def storage_section(
@@ -104,8 +109,8 @@ def storage_section(
         "host": spec.admin,
         "health": (health or {}).get("status", "unknown"),
         "health_checks": sorted((health or {}).get("checks") or {}),
-        "osds": _osd_counts(spec, osd_dump),
-        "pgs": _pg_counts(pg_stat),
+        "osds": {"planned": spec.planned_osds, **ceph.osd_counts(osd_dump)},
+        "pgs": ceph.pg_counts(pg_stat),
         "bench": {
             "pool": spec.pool,
             "seconds": spec.seconds,
@@ -119,26 +124,6 @@ def storage_section(
     section["problems"] = problems
     section["passed"] = not problems
     return section
-
-
-def _osd_counts(spec: StorageSpec, osd_dump: Any) -> dict[str, int]:
-    osds = (osd_dump or {}).get("osds") or []
-    return {
-        "planned": spec.planned_osds,
-        "total": len(osds),
-        "up": sum(1 for o in osds if o.get("up") == 1),
-        "in": sum(1 for o in osds if o.get("in") == 1),
-    }
-
-
-def _pg_counts(pg_stat: Any) -> dict[str, Any]:
-    summary = (pg_stat or {}).get("pg_summary") or {}
-    states = {s["name"]: s["num"] for s in summary.get("num_pg_by_state") or []}
-    return {
-        "total": int(summary.get("num_pgs") or 0),
-        "active_clean": int(states.get("active+clean", 0)),
-        "states": states,
-    }
 
 
 def _storage_problems(spec: StorageSpec, section: dict[str, Any]) -> list[str]:
@@ -162,24 +147,27 @@ def _storage_problems(spec: StorageSpec, section: dict[str, Any]) -> list[str]:
 
 
 def run_storage_phase(
-    spec: StorageSpec, run: Run, progress: Callable[[str], None]
+    spec: StorageSpec,
+    run: Run,
+    progress: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Wait (bounded) for HEALTH_OK, read the cluster's state, benchmark, clean up."""
-    deadline = time.monotonic() + spec.health_wait_s
-    health = _json(run([*CEPH, "health", "detail", "--format", "json"], 60))
-    while (health or {}).get("status") != "HEALTH_OK" and time.monotonic() < deadline:
-        time.sleep(5)
-        health = _json(run([*CEPH, "health", "detail", "--format", "json"], 60))
-    osd_dump = _json(run([*CEPH, "osd", "dump", "--format", "json"], 60))
-    pg_stat = _json(run([*CEPH, "pg", "stat", "--format", "json"], 60))
-    bench = ["rados", "bench", "-p", spec.pool, str(spec.seconds)]
-    tail = ["-t", str(spec.threads), "--format", "json"]
+
+    def health() -> ceph.Health:
+        return ceph.health_of_json(ceph.json_answer(run(ceph.health_detail_argv(), 60)))
+
+    healthy = ceph.wait_healthy(health, spec.health_wait_s, sleep=sleep, clock=clock)
+    osd_dump = ceph.json_answer(run(ceph.osd_dump_argv(), 60))
+    pg_stat = ceph.json_answer(run(ceph.pg_stat_argv(), 60))
     timeout = spec.seconds * 6 + 60
-    progress(f"storage: rados bench write {spec.seconds}s on pool {spec.pool}")
-    write = parse_bench(
-        run([*bench, "write", "-b", str(spec.object_size), "--no-cleanup", *tail], timeout)
+    results = {}
+    for mode, words in (("write", "write"), ("seq", "read")):
+        progress(f"storage: rados bench {words} {spec.seconds}s on pool {spec.pool}")
+        argv = bench_argv(spec.pool, spec.seconds, mode, spec.threads, spec.object_size)
+        results[words] = parse_bench(run(argv, timeout))
+    run(bench_cleanup_argv(spec.pool), timeout)
+    return storage_section(
+        spec, healthy.document, osd_dump, pg_stat, results["write"], results["read"]
     )
-    progress(f"storage: rados bench read {spec.seconds}s on pool {spec.pool}")
-    read = parse_bench(run([*bench, "seq", *tail], timeout))
-    run(["rados", "-p", spec.pool, "cleanup"], timeout)
-    return storage_section(spec, health, osd_dump, pg_stat, write, read)

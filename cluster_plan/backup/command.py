@@ -10,6 +10,7 @@ from typing import Any
 
 from cluster_plan.backup.status import judge, render
 from cluster_plan.cli.policy import CheckFailed, Exit, UsageError
+from cluster_plan.transport.options import SshOptions, add_ssh_options
 
 
 def register(subparsers: Any) -> None:
@@ -29,6 +30,7 @@ def register(subparsers: Any) -> None:
     )
     status.add_argument("plan", type=Path, help="the cluster plan (YAML)")
     status.add_argument("--hosts", help="comma-separated hosts (default: all)")
+    add_ssh_options(status, user=None)
     status.add_argument("--format", choices=["text", "json"], default="text")
     status.set_defaults(func=status_command)
 
@@ -43,7 +45,8 @@ def status_command(args: argparse.Namespace) -> Exit:
         raise UsageError(f"{args.plan}: the plan has no backups section")
     hosts = chosen_hosts(expanded, args.hosts)
     try:
-        results = gather(expanded, str(args.plan), "backup-status", {}, hosts)
+        ssh = SshOptions.from_args(args)
+        results = gather(expanded, str(args.plan), "backup-status", {}, hosts, ssh=ssh)
     except GatherError as exc:
         raise CheckFailed(str(exc)) from None
     rows, findings = judge(results)

@@ -31,7 +31,14 @@ EXTENSIONS = (
 
 
 # Where each command's own subcommand lands (its add_subparsers(dest=...)).
-SUBCOMMAND_DESTS = ("action", "lab_command", "k8s_command", "monitoring_command", "collector")
+SUBCOMMAND_DESTS = (
+    "action",
+    "lab_command",
+    "k8s_command",
+    "monitoring_command",
+    "collector",
+    "acceptance_command",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,8 +89,6 @@ def command_name(args: argparse.Namespace) -> str:
     history" (the name in a JSON document's `command`)."""
     words = [args.command]
     words += [w for dest in SUBCOMMAND_DESTS if (w := getattr(args, dest, None))]
-    if args.command == "acceptance" and str(args.plan) == "history" and args.history_plan:
-        words.append("history")
     return " ".join(words)
 
 

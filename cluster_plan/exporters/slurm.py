@@ -1,10 +1,10 @@
 """The Slurm collector (on the controller): node states per partition, GPUs per node, pending
 jobs per partition and account, and whether slurmdbd answers.
 
-Slurm 22.05 (Debian 12) is read through fixed-field formats, not `--json`: the JSON of 22.05
-comes from a data_parser plugin whose layout changed in every release since, while `-o`/`-O`
-fields and `scontrol --oneliner` have kept their shape. Each command's output is parsed by a
-pure function; `collect_slurm` runs the commands through an injected runner.
+Slurm is read through fixed-field formats, not `--json` (cluster_plan.slurm.commands says
+why; its parser reads `scontrol --oneliner` and its normaliser sinfo's states). Each command's
+output is parsed by a pure function; `collect_slurm` runs the commands through an injected
+runner.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster_plan.exporters.textfile import CollectorError
+from cluster_plan.slurm import commands
 
 # One line per node and partition: name | partition (default marked `*`) | long state
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%T"]
@@ -29,9 +30,6 @@ SQUEUE = ["squeue", "--noheader", "--all", "--array", "--states=PENDING", "--for
 SCONTROL = ["scontrol", "--details", "--oneliner", "show", "node"]
 SACCTMGR = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster"]
 STATES = ("idle", "allocated", "mixed", "drained", "draining", "down")
-# sinfo's long states carry a flag after the name: * not responding, ~ powered off, # powering
-# up, ! / % powering down, $ maintenance, @ reboot pending, ^ rebooting, - planned
-_STATE = re.compile(r"^([a-z_]+)")
 _GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(\d+)")
 _GRES_DETAIL = re.compile(r"\([^)]*\)")  # (S:0-1), (IDX:0,2): socket and index lists
 
@@ -39,9 +37,8 @@ Runner = Callable[[Sequence[str]], tuple[int, str, str]]
 
 
 def node_state(long_state: str) -> str:
-    """sinfo's %T (e.g. `drained*`, `mixed-`) as one of STATES, or `other`."""
-    match = _STATE.match(long_state.strip().lower())
-    base = match.group(1) if match else ""
+    """sinfo's %T (e.g. `drained*`, `mixed-`) as one of STATES (its flag dropped), or `other`."""
+    base = commands.node_state(long_state).base.lower()
     return base if base in STATES else "other"
 
 
@@ -73,17 +70,6 @@ def parse_squeue(text: str) -> Counter[tuple[str, str]]:
     return pending
 
 
-def _fields(line: str) -> dict[str, str]:
-    """`Key=value Key=value ...` of one --oneliner line (values may hold spaces)."""
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:.]*)=", line))
-    return {
-        m.group(1): line[
-            m.end() : (matches[i + 1].start() if i + 1 < len(matches) else None)
-        ].strip()
-        for i, m in enumerate(matches)
-    }
-
-
 def gres_gpus(gres: str | None) -> int:
     """GPUs in a Gres/GresUsed value: `gpu:h100:2(S:0-1),tpu:4` -> 2, `(null)` -> 0."""
     total = 0
@@ -104,15 +90,14 @@ def _allocated(fields: dict[str, str]) -> int:
 def parse_scontrol_gpus(text: str) -> dict[str, tuple[int, int]]:
     """{node: (GPUs configured, GPUs allocated)} from Gres and GresUsed (AllocTRES without
     --details)."""
-    nodes = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.startswith("NodeName="):
-            if line.strip() and not line.startswith("No nodes"):
-                raise CollectorError(f"scontrol show node: line {number}: unexpected {line[:80]!r}")
-            continue
-        fields = _fields(line)
-        nodes[fields["NodeName"]] = (gres_gpus(fields.get("Gres")), _allocated(fields))
-    return nodes
+    try:
+        records = commands.node_records(text)
+    except commands.UnexpectedLine as exc:
+        raise CollectorError(f"scontrol show node: {exc}") from None
+    return {
+        node: (gres_gpus(fields.get("Gres")), _allocated(fields))
+        for node, fields in records.items()
+    }
 
 
 def slurm_families(

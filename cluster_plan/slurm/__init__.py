@@ -1,3 +1,4 @@
-"""Slurm's decisions from the plan. Empty for now: slurm_policy moves here next (issue 26).
-The pure parts of plugins/modules/slurm_accounts.py and slurm_reservation.py stay in those
-modules, which run on the nodes where this package is not installed."""
+"""Slurm: the plan's policy for slurm.conf (`policy`), the client commands and one parser of
+their answers (`commands`), and the project's one drain (`drain`). The pure parts of
+plugins/modules/slurm_accounts.py and slurm_reservation.py stay in those modules, which run on
+the nodes where this package is not installed."""

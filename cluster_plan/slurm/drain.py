@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cluster_plan.slurm.commands import node_jobs_argv, node_state, oneliner_fields, show_node_argv
+
 TAG = "cluster-plan:"
 # What drains of each owner said before the tag existed, so that a drain left by an earlier
 # version is still lifted by its owner.
@@ -83,28 +85,16 @@ def owner_of(reason: str) -> str | None:
     return next((o for o, prefixes in LEGACY_PREFIXES.items() if text.startswith(prefixes)), None)
 
 
-def _fields(line: str) -> dict[str, str]:
-    """`key=value ...`; a value (a reason, the OS) may hold spaces: it runs to the next key."""
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:.]*)=", line))
-    fields = {}
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        fields[match.group(1)] = line[match.end() : end].strip()
-    return fields
-
-
 def parse_node(text: str, node: str) -> NodeStatus:
     """`scontrol show node --oneliner NODE` -> the node's status; DrainError when Slurm
     does not show that node."""
     for line in text.splitlines():
-        fields = _fields(line.strip())
+        fields = oneliner_fields(line.strip())
         if fields.get("NodeName") != node:
             continue
-        state, *flags = fields.get("State", "UNKNOWN").split("+")
-        if state.endswith("*"):  # a node that does not answer
-            state, flags = state[:-1], [*flags, "NOT_RESPONDING"]
+        state = node_state(fields.get("State", "UNKNOWN"))
         reason = _SETTER.sub("", fields.get("Reason", ""))
-        return NodeStatus(node, state.upper(), frozenset(f.upper() for f in flags), reason)
+        return NodeStatus(node, state.base, state.flags, reason)
     raise DrainError(f"scontrol shows no node {node}: {text.strip()[:200] or 'no output'}")
 
 
@@ -144,7 +134,7 @@ def _must(run: Run, argv: list[str]) -> str:
 
 
 def status(run: Run, node: str) -> NodeStatus:
-    return parse_node(_must(run, ["scontrol", "show", "node", "--oneliner", node]), node)
+    return parse_node(_must(run, show_node_argv(node)), node)
 
 
 def drain(run: Run, node: str, owner: str, why: str, check: bool = False) -> Decision:
@@ -166,7 +156,7 @@ def resume(run: Run, node: str, owner: str, check: bool = False) -> Decision:
 
 def running_jobs(run: Run, node: str) -> list[str]:
     """The ids of the jobs on the node (running, completing or suspended there)."""
-    return _must(run, ["squeue", "--noheader", f"--nodelist={node}", "--format=%i"]).split()
+    return _must(run, node_jobs_argv(node)).split()
 
 
 def wait_for_jobs(

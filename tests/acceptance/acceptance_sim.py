@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
+from cluster_plan.transport.execution import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from acceptance_sim import SimNode, SimulatedNetwork, fixture, fixture_result
 
-from cluster_plan.acceptance.execution import CommandResult, PrefixExecutor
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.iperf import BandwidthSample, parse_iperf3
 from cluster_plan.acceptance.report import validate_report
@@ -23,6 +22,7 @@ from cluster_plan.acceptance.runner import NETWORK_PHASES, AcceptanceRunner, Run
 from cluster_plan.acceptance.spec import AcceptanceSpec, Criteria, spec_from_expanded
 from cluster_plan.acceptance.starvation import EndCpu, HostCpu, parse_probe, probe_argv
 from cluster_plan.acceptance.verdicts import BandwidthTest, judge
+from cluster_plan.transport.execution import CommandResult, PrefixExecutor
 
 LAB = Criteria(min_gbps=9, max_latency_ms=0.5, max_loss_pct=0.5, duration_s=3, rate_scale=0.01)
 FAST = RunOptions(probes=300, phases=NETWORK_PHASES)
@@ -255,7 +255,7 @@ def test_real_iperf3_under_the_probe_on_loopback() -> None:
         pytest.skip("iperf3 not installed")
     script = (
         "import json, sys\n"
-        "from cluster_plan.acceptance.execution import PrefixExecutor\n"
+        "from cluster_plan.transport.execution import PrefixExecutor\n"
         "from cluster_plan.acceptance.iperf import iperf3_client_argv, iperf3_server_argv\n"
         "from cluster_plan.acceptance.iperf import parse_iperf3\n"
         "import time\n"

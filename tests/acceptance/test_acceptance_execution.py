@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cluster_plan.acceptance.command import executor_for
-from cluster_plan.acceptance.execution import PrefixExecutor
+from cluster_plan.transport.execution import PrefixExecutor
+from cluster_plan.transport.options import executor_for
 
 
 def test_ssh_prefix_quotes_the_remote_command() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from acceptance_sim import fixture, fixture_result
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.fping import (
     loss_lower_bound_pct,
     loss_upper_bound_pct,
@@ -14,6 +13,7 @@ from cluster_plan.acceptance.fping import (
     probes_for_loss,
 )
 from cluster_plan.acceptance.iperf import parse_iperf3
+from cluster_plan.transport.execution import CommandResult
 
 
 def test_bidir_ok_gives_both_directions() -> None:

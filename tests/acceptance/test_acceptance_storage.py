@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.html import render_html
 from cluster_plan.acceptance.report import validate_report
 from cluster_plan.acceptance.storage import (
@@ -18,6 +17,7 @@ from cluster_plan.acceptance.storage import (
     storage_section,
     storage_spec_from_expanded,
 )
+from cluster_plan.transport.execution import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "storage"
 SPEC = StorageSpec(admin="stor01", planned_osds=4, pool="volumes", seconds=5, health_wait_s=0)
@@ -119,6 +119,46 @@ def test_the_phase_benchmarks_then_removes_its_objects():
         c.startswith("rados bench -p volumes 5 write -b 4194304 --no-cleanup") for c in commands
     )
     assert commands[-1] == "rados -p volumes cleanup"
+
+
+class Degraded(Scripted):
+    """Ceph reports HEALTH_WARN the first `warnings` times it is asked, then as Scripted."""
+
+    def __init__(self, warnings: int) -> None:
+        super().__init__()
+        self.warnings = warnings
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        if "health" in argv and self.warnings > 0:
+            self.warnings -= 1
+            self.calls.append(argv)
+            return result(json.dumps({"status": "HEALTH_WARN", "checks": {"OSD_DOWN": {}}}))
+        return super().__call__(argv, timeout)
+
+
+def test_health_is_polled_until_ok_and_never_past_the_wait():
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    patient = StorageSpec(admin="stor01", planned_osds=4, pool="volumes", seconds=5,
+                          health_wait_s=60)  # fmt: skip
+    run = Degraded(warnings=2)
+    section = run_storage_phase(patient, run, lambda _: None, sleep=sleep, clock=lambda: now[0])
+    assert section["passed"] and slept == [2.0, 2.0]
+    asked = [c for c in run.calls if "health" in c]
+    assert len(asked) == 3
+    # Ceph that stays degraded: the wait ends at its bound, and the verdict says why
+    now[0], slept[:] = 0.0, []
+    short = StorageSpec(admin="stor01", planned_osds=4, pool="volumes", seconds=5,
+                        health_wait_s=3)  # fmt: skip
+    section = run_storage_phase(short, Degraded(10**6), lambda _: None, sleep=sleep,
+                                clock=lambda: now[0])  # fmt: skip
+    assert slept == [2.0, 1.0] and now[0] == 3.0
+    assert "ceph health is HEALTH_WARN (OSD_DOWN)" in section["problems"]
 
 
 def test_spec_from_the_lab_plan():

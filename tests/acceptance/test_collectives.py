@@ -15,20 +15,19 @@ import pytest
 
 from cluster_plan.acceptance.collectives import (
     CollectivesPhase,
-    CollectivesSpec,
-    collectives_spec_from_expanded,
-    exit_status,
     run_collectives_phase,
     sweep_argv,
     training_argv,
     training_script,
 )
 from cluster_plan.acceptance.collectives_html import collectives_html
+from cluster_plan.acceptance.collectives_spec import CollectivesSpec, collectives_spec_from_expanded
 from cluster_plan.acceptance.command import _collectives_summary
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.acceptance.report import build_report, judge_report, validate_report
 from cluster_plan.acceptance.spec import spec_from_expanded
 from cluster_plan.api import load_expanded
+from cluster_plan.slurm.commands import job_exit_status as exit_status
+from cluster_plan.transport.execution import CommandResult
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "tests" / "collectives" / "recorded"

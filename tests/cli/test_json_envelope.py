@@ -5,6 +5,7 @@ error; and its exit status is the one the command has without --format json."""
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import io
 import json
@@ -94,6 +95,32 @@ CASES = {
     ),
     "acceptance unknown phase": Case(
         ["acceptance", "{plan}", "--phases", "nope"], 2, "error", "acceptance"
+    ),
+    # the same run with its action named: `acceptance run|history`, each through the reporter
+    "acceptance run failed": Case(
+        [
+            "acceptance",
+            "run",
+            "unused.yml",
+            "--expanded",
+            "{expanded}",
+            "--transport",
+            "exec",
+            "--exec-prefix",
+            "false",
+            "--phases",
+            "latency",
+            "--no-retest",
+            "--no-history",
+            "--output-dir",
+            "{tmp}/out",
+        ],
+        1,
+        "failed",
+        "acceptance run",
+    ),
+    "acceptance run unknown phase": Case(
+        ["acceptance", "run", "{plan}", "--phases", "nope"], 2, "error", "acceptance run"
     ),
     "report no file": Case(["report", "{tmp}/none.json"], 2, "error", "report"),
 }
@@ -279,3 +306,28 @@ def test_a_plan_with_nan_gives_no_bare_nan_on_stdout(tmp_path: Path, capsys) -> 
     code = main(["capacity", str(plan), "--format", "json"])
     document = envelope(capsys.readouterr().out)
     assert code != 0 and document["status"] in ("failed", "error")
+
+
+def _reads_the_format(tree: ast.AST) -> list[int]:
+    """Lines that read a command's `--format`: `args.format`, `getattr(args, "format")`."""
+    lines = []
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr == "format"
+        if attribute and isinstance(node.value, ast.Name) and node.value.id == "args":
+            lines.append(node.lineno)
+        called = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr"
+        if called and any(isinstance(a, ast.Constant) and a.value == "format" for a in node.args):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_command_branches_on_the_format() -> None:
+    """Only the CLI reads --format, to pick the reporter; every command hands its results,
+    findings and refusals to that reporter (docs/ARCHITECTURE.md, Command output)."""
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "cluster_plan").rglob("*.py"))
+        if _reads_the_format(ast.parse(path.read_text()))
+    }
+    assert readers == {"cluster_plan/cli/app.py"}
+    assert _reads_the_format(ast.parse("if args.format == 'json':\n    print(1)\n")) == [1]

@@ -26,12 +26,10 @@ from support.change_plans import (
     write_plan,
 )
 
-from cluster_plan.acceptance.execution import CommandResult
 from cluster_plan.day2.change import runner
 from cluster_plan.day2.change.journal import Journal, JournalError
 from cluster_plan.day2.change.operations import (
     CEPH_DAEMON_ROLES,
-    ChangeRefused,
     Operation,
     Options,
     Step,
@@ -41,6 +39,8 @@ from cluster_plan.day2.change.operations import (
     render,
 )
 from cluster_plan.day2.change.playbooks import stages_of
+from cluster_plan.day2.change.triage import ChangeRefused
+from cluster_plan.transport.execution import CommandResult
 from cluster_plan.views.diff import deployed_pair, diff_expanded
 
 REPO = Path(__file__).resolve().parents[2]
@@ -652,3 +652,29 @@ def test_a_leaving_host_s_cephfs_sessions_are_evicted_and_no_other(plans):
     runner.cephfs_evict(ctx, Step("cephfs-evict", ("cpu01",), ""))
     evicted = [c for _, c in executor.calls if "client evict" in c]
     assert evicted == ["ceph tell mds.0 client evict id=4563"]
+
+
+def healthy_after(sinfo: str) -> FakeExecutor:
+    return FakeExecutor(
+        {
+            "sinfo --noheader": [(0, sinfo)],
+            "sinfo -h -N": [(0, "general*\n")],
+            "show node": [(0, node_line("cpu01"))],
+            "srun": [(0, "cpu01\n")],
+        }
+    )
+
+
+def test_the_health_check_reads_states_as_the_collector_does(plans, monkeypatch):
+    """A node Slurm marks with a harmless flag (`mixed-`: planned for a job) is back; one
+    that does not answer (`idle*`) is not."""
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    executor = healthy_after("mixed-\n")
+    ctx = context(plans, executor, "lab", "lab")
+    ctx.check_timeout_s = 1
+    runner.check(ctx, Step("check", ("cpu01",), ""))
+    assert any("--partition=general --nodelist=cpu01" in c for _, c in executor.calls)
+    ctx = context(plans, healthy_after("idle*\n"), "lab", "lab")
+    ctx.check_timeout_s = 1
+    with pytest.raises(runner.StepFailed, match=r"cpu01 back in Slurm: still in state 'idle\*'"):
+        runner.check(ctx, Step("check", ("cpu01",), ""))

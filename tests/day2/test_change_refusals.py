@@ -17,14 +17,9 @@ import pytest
 import yaml
 from support.change_plans import LAB_PLAN, grow_cpu, write_plan
 
-from cluster_plan.day2.change.operations import (
-    SERVICE_ROLES,
-    ChangeRefused,
-    Operation,
-    Options,
-    plan_operations,
-)
+from cluster_plan.day2.change.operations import Operation, Options, plan_operations
 from cluster_plan.day2.change.playbooks import stages_of
+from cluster_plan.day2.change.triage import SERVICE_ROLES, ChangeRefused
 from cluster_plan.plan.contract import ExpandedPlan
 from cluster_plan.plan.findings import format_path
 from cluster_plan.views.diff import deployed_pair, destructive_rules, diff_expanded

@@ -19,6 +19,7 @@ from cluster_plan import cli
 from cluster_plan.api import load_expanded
 from cluster_plan.day2.remote.connection import connection_vars, pyinfra_hosts, ssh_config_options
 from cluster_plan.day2.remote.session import parse_results, run_gatherer
+from cluster_plan.transport.options import SshOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -82,6 +83,29 @@ def test_a_real_cluster_uses_the_plans_access(tmp_path: Path) -> None:
     assert (host["ssh_user"], host["ssh_port"]) == ("ops", 2222)
     assert host["ssh_strict_host_key_checking"] == "accept-new"
     assert "ssh_config_file" not in host and "ssh_key" not in host
+
+
+def test_the_users_ssh_options_join_the_inventorys(tmp_path: Path) -> None:
+    """drift and backup status take acceptance's --ssh-*: a user, a key and -o options (a
+    ProxyCommand to a bastion) over the plan's access."""
+    expanded = load_expanded(PLAN)
+    expanded["lab"] = None
+    ssh = SshOptions(user="audit", key="/keys/audit", options=("ConnectTimeout=3",),
+                     args="-o 'ProxyCommand=ssh -W %h:%p bastion' -v")  # fmt: skip
+    host = pyinfra_hosts(expanded, str(PLAN), tmp_path, ["gpu01"], ssh)["gpu01"]
+    assert (host["ssh_user"], host["ssh_key"], host["ssh_look_for_keys"]) == (
+        "audit",
+        "/keys/audit",
+        False,
+    )
+    looked_up = paramiko.SSHConfig.from_path(host["ssh_config_file"]).lookup("gpu01")
+    assert looked_up["proxycommand"] == "ssh -W gpu01:22 bastion"
+    assert looked_up["connecttimeout"] == "3"
+    # without them, the plan's access as before
+    assert (
+        pyinfra_hosts(expanded, str(PLAN), tmp_path, ["gpu01"], SshOptions())["gpu01"]
+        == (pyinfra_hosts(expanded, str(PLAN), tmp_path, ["gpu01"])["gpu01"])
+    )
 
 
 def test_drift_and_backup_status_refuse_unknown_hosts_and_plans_without_backups(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from plan_text import findings, replace_once
 
-from cluster_plan.acceptance import collectives as acceptance_collectives
+from cluster_plan.acceptance import collectives_spec as acceptance_collectives
 from cluster_plan.plan import software_catalog
 from cluster_plan.plan.catalog import gpu_link_ceiling_GBps
 

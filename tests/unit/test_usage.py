@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,25 @@ def test_the_sacct_command_asks_for_what_the_parser_reads():
     argv = sacct_argv("2027-01-01")
     assert "--parsable2" in argv and "--noheader" in argv and "--allusers" in argv
     assert "--format=JobID,Account,User,State,ElapsedRaw,AllocTRES" in argv
+
+
+def test_the_cluster_is_asked_over_ssh_with_the_users_options(capsys, tmp_path, monkeypatch):
+    """The same SSH options as acceptance and change: a ProxyCommand from Ansible's
+    ssh_common_args (--ssh-args) reaches a controller behind a bastion."""
+    record = tmp_path / "ssh-argv.txt"
+    fake = tmp_path / "bin" / "ssh"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}\ncat <<'END'\n{SACCT}END\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    code = cli.main(["usage", str(LAB), "--since", "2027-01-01", "--ssh-user", "admin",
+                     "--ssh-key", "/keys/id", "--ssh-args", "-o 'ProxyCommand=nc %h %p'",
+                     "--format", "json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert result(out)["teams"]["nlp"]["gpu_hours"] == 8.0
+    argv = record.read_text().splitlines()
+    controller = load_expanded(LAB)["groups"]["slurm_controller"][0]
+    address = load_expanded(LAB)["hosts"][controller]["address"]
+    assert "ProxyCommand=nc %h %p" in argv and argv[argv.index("-i") + 1] == "/keys/id"
+    assert argv[-2] == f"admin@{address}" and argv[-1].startswith("sacct ")

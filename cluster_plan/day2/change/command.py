@@ -13,28 +13,20 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.acceptance.execution import CommandResult, PrefixExecutor, Running
 from cluster_plan.cli.policy import Exit, Refused, UsageError
 from cluster_plan.day2.change.journal import Journal, JournalError
-from cluster_plan.day2.change.operations import (
-    ChangeRefused,
-    Operation,
-    Options,
-    plan_operations,
-    render,
-)
+from cluster_plan.day2.change.operations import Operation, Options, plan_operations, render
 from cluster_plan.day2.change.playbooks import Playbooks, PlaybooksError, locate
+from cluster_plan.day2.change.triage import ChangeRefused
 from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.transport.options import add_transport_options, executor_for
 
 
 def register(subparsers: Any) -> None:
     """Add `change` to the CLI's subparsers."""
-    from cluster_plan.acceptance.command import add_transport_options
-
     change = subparsers.add_parser(
         "change",
         help="carry a plan change out on the running cluster: add, replace, upgrade, remove",
@@ -89,27 +81,9 @@ def register(subparsers: Any) -> None:
         "playbooks/, else those of the installed collection cluster_plan.cluster)",
     )
     change.add_argument("--format", choices=["text", "json"], default="text")
-    add_transport_options(change)
+    # lab-netns runs this machine's tools: a change needs the nodes' own
+    add_transport_options(change, ("ssh", "lab", "exec"))
     change.set_defaults(func=change_command)
-
-
-class LabExecutor:
-    """Commands into the lab's nodes, looked up at each call: nodes come, go and reboot
-    during a change."""
-
-    def __init__(self, plan: ExpandedPlan) -> None:
-        self._plan = plan
-
-    def _current(self) -> PrefixExecutor:
-        from cluster_plan.acceptance.command import lab_prefixes
-
-        return PrefixExecutor(per_node=lab_prefixes(self._plan, "lab"))
-
-    def run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
-        return self._current().run(node, argv, timeout)
-
-    def spawn(self, node: str, argv: Sequence[str]) -> Running:
-        return self._current().spawn(node, argv)
 
 
 def _options(args: argparse.Namespace, stages: tuple[str, ...] = ()) -> Options:
@@ -175,8 +149,6 @@ def _refuse(args: argparse.Namespace, refused: ChangeRefused) -> Refused:
 def change_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.views.diff import deployed_pair, diff_expanded
 
-    if args.transport == "lab-netns":
-        raise UsageError("--transport lab-netns cannot run the nodes' own tools: use lab")
     old, new = deployed_pair(args.old, args.new)  # PlanError: the CLI prints every finding
     playbooks = _playbooks(args)
     options = _options(args, playbooks.stages)
@@ -248,17 +220,11 @@ def _carry_out(
     playbooks: Playbooks,
 ) -> tuple[Exit, str]:
     """Run the steps not done yet: the exit status and the closing line for people."""
-    from cluster_plan.acceptance.command import executor_for
     from cluster_plan.day2.change.runner import Context, carry_out
 
+    addresses = {n: str(h["address"]) for plan in (old, new) for n, h in plan["hosts"].items()}
     with tempfile.TemporaryDirectory(prefix="cluster-plan-change-") as control_dir:
-        if args.transport == "lab":
-            executor: Any = LabExecutor(new)
-        else:
-            addresses = {
-                n: str(h["address"]) for plan in (old, new) for n, h in plan["hosts"].items()
-            }
-            executor = executor_for(args, new, addresses, Path(control_dir))
+        executor = executor_for(args, new, addresses, Path(control_dir), follow_lab=True)
         ctx = Context(
             old, new, args.new, executor, lab=args.transport == "lab", log=log, playbooks=playbooks
         )

@@ -12,12 +12,10 @@ from typing import Any
 from cluster_plan.day2.remote.findings import HostFinding, sort_key
 from cluster_plan.day2.remote.session import HostFacts
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.slurm.commands import NodeState
 from cluster_plan.slurm.policy import slurm_node_records
 
 SLURM_ROLES = ("slurm_controller", "slurm_compute", "slurmdbd")
-# A node Slurm may schedule on: anything else (DOWN, DRAIN, FAIL, NOT_RESPONDING, ...) is drift.
-SLURM_SERVING = {"IDLE", "ALLOCATED", "MIXED", "COMPLETING", "RESERVED", "PLANNED"}
-SLURM_BAD_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "FAIL", "NOT_RESPONDING", "POWERED_DOWN"}
 
 
 def expected_records(expanded: ExpandedPlan, name: str) -> list[str]:
@@ -194,11 +192,13 @@ def _slurm_node_differences(record: dict[str, Any], node: dict[str, Any]) -> Ite
     """One node as slurmctld sees it against the plan's record of it: in service, its GRES
     and its features."""
     host = record["name"]
-    bad = sorted(set(node["flags"]) & SLURM_BAD_FLAGS)
-    if node["state"] not in SLURM_SERVING or bad:
-        state = "+".join([node["state"], *bad])
+    # a node Slurm may not schedule on (DOWN, DRAIN, FAIL, NOT_RESPONDING, ...) is drift
+    out = NodeState(node["state"], frozenset(node["flags"])).out_of_service
+    if out:
         reason = f" ({node['reason']})" if node.get("reason") else ""
-        yield HostFinding(host, "slurm-state", "", "a node Slurm schedules on", state + reason)
+        yield HostFinding(
+            host, "slurm-state", "", "a node Slurm schedules on", "+".join(out) + reason
+        )
     gres = node["gres"].split("(")[0] if node["gres"] else ""
     if gres != (record["gres"] or ""):
         yield HostFinding(host, "slurm-gres", "", record["gres"] or "none", gres or "none")

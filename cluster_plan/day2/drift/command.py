@@ -1,6 +1,7 @@
 """`cluster-plan drift PLAN`: is the running cluster still what the plan says?
 
-Read-only: facts are gathered with pyinfra over the inventory's SSH settings, and compared
+Read-only: facts are gathered with pyinfra over the inventory's SSH settings (and the user's
+`--ssh-*`, as acceptance and change take them), and compared
 with the plan and with what the roles recorded at the last converge. Exit 0 no drift, 1
 drift (every finding printed, an unreachable host included), 2 usage or unreadable plan.
 """
@@ -16,6 +17,7 @@ from cluster_plan.cli.policy import CheckFailed, Exit, UsageError
 from cluster_plan.day2.drift.checks import drift_findings, slurm_view_host
 from cluster_plan.day2.remote.findings import HostFinding
 from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.transport.options import SshOptions, add_ssh_options
 
 
 def register(subparsers: Any) -> None:
@@ -30,6 +32,7 @@ def register(subparsers: Any) -> None:
     )
     drift.add_argument("plan", type=Path, help="the cluster plan (YAML)")
     drift.add_argument("--hosts", help="comma-separated hosts to check (default: all)")
+    add_ssh_options(drift, user=None)
     drift.add_argument("--format", choices=["text", "json"], default="text")
     drift.set_defaults(func=drift_command)
 
@@ -64,7 +67,9 @@ def drift_command(args: argparse.Namespace) -> Exit:
     started = time.monotonic()
     options = collector_options(expanded)
     try:
-        results = gather(expanded, str(args.plan), "drift", options, hosts)
+        results = gather(
+            expanded, str(args.plan), "drift", options, hosts, ssh=SshOptions.from_args(args)
+        )
     except GatherError as exc:
         raise CheckFailed(str(exc)) from None
     findings = drift_findings(expanded, results)

@@ -3,7 +3,8 @@
 The inventory plugin gives group `all` `ansible_user` and `ansible_port` from the plan's
 `access`, and a lab plan the lab's key and SSH options (a ProxyCommand through the admin
 namespace); `connection_vars` computes the same here and a test keeps the two equal. The
-`-o` options become an ssh_config file that pyinfra (paramiko) reads.
+`-o` options, and those of the user's `--ssh-*` (cluster_plan.transport's one set), become
+an ssh_config file that pyinfra (paramiko) reads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.transport.options import SshOptions
 
 # ssh options paramiko cannot use (connection sharing) or that only tune ssh's own output
 _IGNORED = {"controlmaster", "controlpath", "controlpersist", "loglevel"}
@@ -53,15 +55,24 @@ def write_ssh_config(options: dict[str, str], path: Path) -> Path:
 
 
 def pyinfra_hosts(
-    expanded: ExpandedPlan, plan_path: str, workdir: Path, hosts: list[str] | None = None
+    expanded: ExpandedPlan,
+    plan_path: str,
+    workdir: Path,
+    hosts: list[str] | None = None,
+    ssh: SshOptions | None = None,
 ) -> dict[str, dict[str, Any]]:
     """pyinfra host data per plan host: address, port, user, key, and an ssh_config file
-    (written into ``workdir``) with the inventory's SSH options."""
+    (written into ``workdir``) with the inventory's SSH options, and over them the user's
+    (`--ssh-*`, as acceptance and change take them: their `-o` options reach paramiko)."""
     conn = connection_vars(expanded, plan_path)
-    options = ssh_config_options(str(conn.get("ansible_ssh_common_args", "")))
+    ssh = ssh or SshOptions()
+    if ssh.key:
+        conn["ansible_ssh_private_key_file"] = ssh.key
+    common = [str(conn.get("ansible_ssh_common_args", "")), shlex.join(ssh.arguments())]
+    options = ssh_config_options(" ".join(common))
     data: dict[str, Any] = {
         "ssh_port": int(conn["ansible_port"]),
-        "ssh_user": conn["ansible_user"],
+        "ssh_user": ssh.user or conn["ansible_user"],
         # a read-only audit: record a host key met the first time, refuse a changed one
         "ssh_strict_host_key_checking": options.pop("StrictHostKeyChecking", "accept-new"),
         "ssh_connect_retries": 0,

@@ -10,6 +10,7 @@ from typing import Any
 from pyinfra.api import FactBase
 
 from cluster_plan.day2.remote import parsers
+from cluster_plan.slurm.commands import show_node_argv
 
 MANIFEST_DIR = "/var/lib/cluster-plan/manifest"
 BACKUP_PROGRAM = "/usr/local/sbin/cluster-plan-backup"
@@ -122,7 +123,7 @@ class NftTables(FactBase[dict[str, Any]]):
 
 class SlurmNodes(FactBase[dict[str, Any]]):
     def command(self) -> str:
-        return "scontrol show node --oneliner 2>&1; true"
+        return f"{shlex.join(show_node_argv())} 2>&1; true"
 
     def process(self, output: list[str]) -> dict[str, Any]:
         return parsers.parse_scontrol_nodes("\n".join(output))

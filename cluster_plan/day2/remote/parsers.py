@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from cluster_plan.plan.input_files import InputError, parse_json
+from cluster_plan.slurm.commands import UnexpectedLine, node_records, node_state
 
 # The marker a multi-part fact prints before each part: "==> NAME <==" (as `tail` does).
 PART = re.compile(r"^==> (.+) <==$")
@@ -158,17 +159,6 @@ def parse_nft_tables(text: str) -> dict[str, str | None]:
     return tables
 
 
-def _scontrol_fields(line: str) -> dict[str, str]:
-    """`Key=Value Key=Value ...` where a value may hold spaces (OS=Linux 6.1 ...): a key
-    starts where a word is followed by `=`."""
-    fields: dict[str, str] = {}
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:.]*)=", line))
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        fields[match.group(1)] = line[match.end() : end].strip()
-    return fields
-
-
 def _listing(value: str | None) -> list[str]:
     return [] if value in (None, "", "(null)") else sorted(str(value).split(","))
 
@@ -177,20 +167,16 @@ def parse_scontrol_nodes(text: str) -> dict[str, dict[str, Any]]:
     """`scontrol show node --oneliner` -> {node: {state, flags, features, active_features,
     gres, reason}}. `state` is the base state (IDLE, ALLOCATED, MIXED, DOWN, ...); `flags`
     the rest (DRAIN, NOT_RESPONDING, ...)."""
+    try:
+        records = node_records(text)
+    except UnexpectedLine as exc:
+        raise FactParseError(f"scontrol show node: unexpected line {exc.line[:80]!r}") from None
     nodes = {}
-    for line in text.splitlines():
-        if not line.startswith("NodeName="):
-            if line.strip() and not line.startswith("No nodes"):
-                raise FactParseError(f"scontrol show node: unexpected line {line[:80]!r}")
-            continue
-        fields = _scontrol_fields(line)
-        state, *flags = fields.get("State", "UNKNOWN").split("+")
-        # scontrol marks a node that does not answer with a trailing `*` on its state
-        if state.endswith("*"):
-            state, flags = state[:-1], [*flags, "NOT_RESPONDING"]
-        nodes[fields["NodeName"]] = {
-            "state": state,
-            "flags": sorted(set(flags)),
+    for name, fields in records.items():
+        state = node_state(fields.get("State", "UNKNOWN"))
+        nodes[name] = {
+            "state": state.base,
+            "flags": sorted(state.flags),
             "features": _listing(fields.get("AvailableFeatures")),
             "active_features": _listing(fields.get("ActiveFeatures")),
             "gres": "" if fields.get("Gres") in (None, "(null)") else fields["Gres"],

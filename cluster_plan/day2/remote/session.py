@@ -13,6 +13,7 @@ from typing import Any
 
 from cluster_plan.day2.remote.connection import pyinfra_hosts
 from cluster_plan.plan.contract import ExpandedPlan
+from cluster_plan.transport.options import SshOptions
 
 GATHER_TIMEOUT_S = 600
 
@@ -90,14 +91,16 @@ def gather(
     options: dict[str, dict[str, Any]] | None = None,
     hosts: list[str] | None = None,
     timeout_s: float = GATHER_TIMEOUT_S,
+    ssh: SshOptions | None = None,
 ) -> dict[str, HostFacts]:
-    """Run collector ``collect`` on every host (or ``hosts``) in parallel."""
+    """Run collector ``collect`` on every host (or ``hosts``) in parallel, over the inventory's
+    SSH settings and the user's (``ssh``)."""
     chosen = hosts if hosts is not None else list(expanded["hosts"])
     if reason := lab_down(expanded):
         return {name: HostFacts(False, reason=reason) for name in chosen}
     with tempfile.TemporaryDirectory(prefix="cluster-plan-remote-") as workdir:
         request = {
-            "hosts": pyinfra_hosts(expanded, plan_path, Path(workdir), chosen),
+            "hosts": pyinfra_hosts(expanded, plan_path, Path(workdir), chosen, ssh),
             "collect": collect,
             "options": options or {},
         }

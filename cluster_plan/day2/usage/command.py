@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from cluster_plan.day2.usage.report import (
 )
 from cluster_plan.plan.contract import ExpandedPlan
 from cluster_plan.plan.input_files import read_text
+from cluster_plan.transport.options import add_transport_options, executor_for
 
 SACCT_TIMEOUT_S = 60
 
@@ -45,17 +47,8 @@ def register(subparsers: Any) -> None:
         help="read sacct output from this file ('-' for stdin) instead of asking the cluster; "
         "made with: " + " ".join(sacct_argv("DATE")),
     )
-    usage.add_argument(
-        "--transport",
-        choices=["ssh", "lab"],
-        default="ssh",
-        help="ssh: USER@address of the controller; lab: inside the lab's controller node",
-    )
-    usage.add_argument("--ssh-user", default="root")
-    usage.add_argument("--ssh-key", help="identity file")
-    usage.add_argument(
-        "--ssh-option", action="append", default=[], metavar="OPT", help="ssh -o OPT"
-    )
+    # sacct runs on the controller: lab-netns would run this machine's
+    add_transport_options(usage, ("ssh", "lab", "exec"))
     usage.add_argument("--format", choices=["text", "json", "yaml"], default="text")
     usage.set_defaults(func=usage_command)
 
@@ -82,26 +75,14 @@ def _read_source(source: Path) -> str:
 
 
 def _ask_cluster(args: argparse.Namespace, expanded: ExpandedPlan, since: str) -> str:
-    from cluster_plan.acceptance.command import lab_prefixes
-    from cluster_plan.acceptance.execution import PrefixExecutor
-    from cluster_plan.acceptance.spec import SpecError
-
     controllers = expanded["groups"].get("slurm_controller") or []
     if not controllers:
         raise UsageError("the plan has no slurm_controller to ask for accounting")
     controller = controllers[0]
     addresses = {controller: expanded["hosts"][controller]["address"]}
-    if args.transport == "lab":
-        try:
-            executor = PrefixExecutor(per_node=lab_prefixes(expanded, "lab"), addresses=addresses)
-        except SpecError as exc:
-            raise CheckFailed(str(exc)) from exc
-    else:
-        options = [part for opt in args.ssh_option for part in ("-o", opt)]
-        options += ["-i", args.ssh_key] if args.ssh_key else []
-        prefix = ["ssh", "-o", "BatchMode=yes", *options, f"{args.ssh_user}@{{address}}"]
-        executor = PrefixExecutor(prefix, addresses, remote_shell=True)
-    result = executor.run(controller, sacct_argv(since), timeout=SACCT_TIMEOUT_S)
+    with tempfile.TemporaryDirectory(prefix="cluster-plan-usage-") as control_dir:
+        executor = executor_for(args, expanded, addresses, Path(control_dir))
+        result = executor.run(controller, sacct_argv(since), timeout=SACCT_TIMEOUT_S)
     if result.rc != 0:
         raise CheckFailed(
             f"sacct on {controller} failed (exit {result.rc}): {result.stderr.strip()[-400:]}"

@@ -1,7 +1,8 @@
-"""How commands reach nodes: one small protocol, several transports.
+"""How a command runs on a node: one small protocol, one executor for every transport.
 
-The runner only ever calls `Executor.run` and `Executor.spawn`. Real clusters use SSH, the lab
-runs a command inside a node's namespaces, unit tests use a scripted fake.
+Whatever reaches nodes (acceptance, `change`, `usage`) only ever calls `Executor.run` and
+`Executor.spawn`. Real clusters use SSH, the lab runs a command inside a node's namespaces
+(cluster_plan.transport.options picks the prefix); unit tests use a scripted fake.
 """
 
 from __future__ import annotations

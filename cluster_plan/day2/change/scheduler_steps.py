@@ -1,0 +1,140 @@
+"""The change's steps in the scheduler: drain a host (Slurm, through the project's one drain;
+Kubernetes, cordon), wait for its jobs or pods, resume it, and see it take a job again."""
+
+from __future__ import annotations
+
+import shlex
+
+from cluster_plan.day2.change.context import StepContext, StepFailed, kubectl
+from cluster_plan.day2.change.operations import DRAIN_OWNER, Step
+from cluster_plan.slurm import commands as slurm_commands
+from cluster_plan.slurm import drain as slurm_drain
+
+
+def _slurm(ctx: StepContext) -> slurm_drain.Run:
+    """Slurm's client commands, run on the first controller."""
+    controller = ctx.controller()
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        result = ctx.sh(controller, shlex.join(argv))
+        return result.rc, result.stdout, result.stderr
+
+    return run
+
+
+def drain(ctx: StepContext, step: Step) -> None:
+    """The project's one drain (cluster_plan.slurm.drain), owned by the change: a node drained
+    already for anyone else's reason keeps it, and stays drained after."""
+    for host in step.hosts:
+        if ctx.scheduler != "slurm":
+            ctx.must(ctx.controller(), kubectl(f"cordon {host}"))
+            continue
+        why = str(step.param("why", "drained"))
+        try:
+            decision = slurm_drain.drain(_slurm(ctx), host, DRAIN_OWNER, why)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
+
+
+def _pods_on(ctx: StepContext, host: str) -> str | None:
+    """The pods on a node other than its DaemonSets' (which a drain leaves), or None."""
+    template = shlex.quote(
+        "{range .items[*]}{.metadata.ownerReferences[0].kind} "
+        '{.metadata.namespace}/{.metadata.name}{"\\n"}{end}'
+    )
+    out = ctx.must(
+        ctx.controller(),
+        kubectl(
+            f"get pods --all-namespaces --field-selector spec.nodeName={host},"
+            f"status.phase=Running -o jsonpath={template}"
+        ),
+    )
+    pods = [
+        line.split()[-1] for line in out.splitlines() if line and not line.startswith("DaemonSet")
+    ]
+    return f"running pod(s) {', '.join(pods)}" if pods else None
+
+
+def _wait_pods(ctx: StepContext, host: str, timeout: float, force: bool) -> None:
+    """Cordoned already: without --force wait for its pods to end, then drain what is left
+    (DaemonSets stay); with --force evict them now."""
+    if not force:
+        try:
+            ctx.wait(f"drain of {host}", timeout, lambda: _pods_on(ctx, host))
+        except StepFailed as exc:
+            raise StepFailed(
+                f"{exc}: they keep {host}; wait and run the change again (it continues "
+                "here), or pass --force to evict them"
+            ) from None
+    ctx.must(
+        ctx.controller(),
+        kubectl(
+            f"drain {host} --ignore-daemonsets --delete-emptydir-data "
+            f"--timeout={max(1, int(timeout))}s"
+        ),
+        timeout=timeout + 60,
+    )
+
+
+def wait_jobs(ctx: StepContext, step: Step) -> None:
+    timeout = float(step.param("timeout_s", 600))
+    force = bool(step.param("force", False))
+    for host in step.hosts:
+        if ctx.scheduler == "kubernetes":
+            _wait_pods(ctx, host, timeout, force)
+            continue
+        try:
+            slurm_drain.wait_for_jobs(
+                _slurm(ctx), host, timeout, requeue=force, poll_s=ctx.poll_s, sleep=ctx.sleep,
+                say=lambda text: ctx.say(f"  {text}"),
+            )  # fmt: skip
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(
+                f"{exc}: they keep {host}; wait and run the change again (it continues here), "
+                "or pass --force to requeue them"
+            ) from None
+
+
+def resume(ctx: StepContext, step: Step) -> None:
+    """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
+    for host in step.hosts:
+        if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+            continue
+        if ctx.scheduler == "kubernetes":
+            ctx.must(ctx.controller(), kubectl(f"uncordon {host}"))
+            continue
+        try:
+            decision = slurm_drain.resume(_slurm(ctx), host, DRAIN_OWNER)
+        except slurm_drain.DrainError as exc:
+            raise StepFailed(str(exc)) from None
+        if decision.held_by is not None:
+            ctx.say(f"  {decision.message}")
+
+
+def _node_state(ctx: StepContext, host: str) -> str:
+    """sinfo's long state of the host (`idle`, `mixed-`, `down*`), "" without an answer."""
+    out = ctx.sh(ctx.controller(), shlex.join(slurm_commands.node_state_argv(host))).stdout
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def slurm_check(ctx: StepContext, host: str) -> None:
+    controller = ctx.controller()
+
+    def not_ready() -> str | None:
+        state = _node_state(ctx, host)
+        return None if slurm_commands.node_state(state).takes_jobs else f"in state {state!r}"
+
+    ctx.wait(f"{host} back in Slurm", ctx.check_timeout_s, not_ready)
+    listed = ctx.must(controller, shlex.join(slurm_commands.node_partition_argv(host)))
+    partition = slurm_commands.first_partition(listed)
+    if partition is None:
+        raise StepFailed(f"{host}: Slurm puts it in no partition (sinfo answered {listed!r})")
+    probe = shlex.join(slurm_commands.health_job_argv(partition, host, ctx.check_timeout_s))
+    result = ctx.sh(controller, f"cd /tmp && {probe}", timeout=ctx.check_timeout_s + 30)
+    if result.rc != 0 or result.stdout.split() != [ctx.host(host)["hostname"]]:
+        raise StepFailed(
+            f"{host}: a job did not run on it (srun exit {result.rc}: "
+            f"{(result.stderr or result.stdout).strip()[-300:]})"
+        )
