@@ -79,6 +79,7 @@ lint: deps
 	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks
 	$(BIN)/ruff format --check cluster_plan plugins roles tests benchmarks
 	$(PY) -m cluster_plan.ansible.role_docs --check roles/*
+	$(PY) -m cluster_plan.reference_docs --check
 	$(BIN)/mypy
 	$(PY) tests/complexity.py
 	$(BIN)/yamllint -s .

@@ -36,6 +36,12 @@ def test_python_linters(tool: tuple[str, ...]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_generated_reference_pages_are_current() -> None:
+    """docs/METRICS.md and the other pages generated from the package's tables (make lint)."""
+    result = run(str(BIN / "python"), "-m", "cluster_plan.reference_docs", "--check")
+    assert result.returncode == 0, result.stderr
+
+
 def test_no_production_function_over_the_complexity_limit() -> None:
     assert complexity.problems(complexity.measure()) == []
 

@@ -19,12 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.monitoring import metrics as m
+from cluster_plan.monitoring.rules import CEPH_POOL_USED_PCT, THROTTLE_REASONS
 from cluster_plan.plan.contract import ExpandedPlan, Host, Monitoring
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 NODE_VARIABLE = "$node"
 SCHEMA_VERSION = 36  # Grafana 9.x; later versions migrate it on import
+NODES_QUERY = f'label_values({m.UP.name}{{job="node"}}, node)'  # the `node` variable's
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,10 @@ def node_section(scope: str) -> Section:
     return Section(
         "Nodes and clocks",
         [
-            Panel("Node exporters up", ((f"sum(up{up})", "up"),), kind="stat"),
+            Panel("Node exporters up", ((f"sum({m.UP.name}{up})", "up"),), kind="stat"),
             Panel(
                 "Nodes down per node group",
-                ((f"sum by (node_group) (up{up} == bool 0)", "{{node_group}}"),),
+                ((f"sum by (node_group) ({m.UP.name}{up} == bool 0)", "{{node_group}}"),),
                 steps=_above(1),
             ),
             Panel(
@@ -86,8 +88,8 @@ def node_section(scope: str) -> Section:
                 "Clock synchronised or the site's reference (1 = yes)",
                 (
                     (
-                        f"clamp_max(min by (node) (cluster_plan_clock_synchronised{up})"
-                        f" + min by (node) (cluster_plan_clock_local_reference{up}), 1)",
+                        f"clamp_max(min by (node) ({m.CLOCK_SYNCHRONISED.name}{up})"
+                        f" + min by (node) ({m.CLOCK_LOCAL_REFERENCE.name}{up}), 1)",
                         "{{node}}",
                     ),
                 ),
@@ -95,7 +97,7 @@ def node_section(scope: str) -> Section:
             ),
             Panel(
                 "Clock offset",
-                ((f"max by (node) (abs(node_timex_offset_seconds{up}))", "{{node}}"),),
+                ((f"max by (node) (abs({m.NODE_TIMEX_OFFSET.name}{up}))", "{{node}}"),),
                 unit="s",
             ),
         ],
@@ -139,7 +141,7 @@ def nic_section(plan: ExpandedPlan, hosts: list[Host], scope: str) -> Section:
         panels.append(
             Panel(
                 f"{device} link speed (plan {gbps:g} Gb/s)",
-                ((f"node_network_speed_bytes{sel} * 8 / 1e9", "{{node}}"),),
+                ((f"{m.NODE_NETWORK_SPEED.name}{sel} * 8 / 1e9", "{{node}}"),),
                 unit="Gbits",
                 steps=_below(gbps),
                 description="Red below the plan's speed; a link that is down reads -1 B/s.",
@@ -151,7 +153,7 @@ def nic_section(plan: ExpandedPlan, hosts: list[Host], scope: str) -> Section:
         panels.append(
             Panel(
                 f"{device} MTU (plan {mtu})",
-                ((f"node_network_mtu_bytes{sel}", "{{node}}"),),
+                ((f"{m.NODE_NETWORK_MTU.name}{sel}", "{{node}}"),),
                 unit="bytes",
                 steps=(("red", None), ("green", float(mtu)), ("red", float(mtu) + 1)),
             )
@@ -170,8 +172,8 @@ def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
                 "GPUs missing against the plan",
                 (
                     (
-                        f"max by (node) (cluster_plan_gpu_expected{sel}) - "
-                        f"max by (node) (cluster_plan_gpu_present{sel})",
+                        f"max by (node) ({m.GPU_EXPECTED.name}{sel}) - "
+                        f"max by (node) ({m.GPU_PRESENT.name}{sel})",
                         "{{node}}",
                     ),
                 ),
@@ -182,20 +184,20 @@ def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
             Panel(
                 "GPUs present and planned",
                 (
-                    (f"cluster_plan_gpu_present{sel}", "{{node}} present"),
-                    (f"cluster_plan_gpu_expected{sel}", "{{node}} planned"),
+                    (f"{m.GPU_PRESENT.name}{sel}", "{{node}} present"),
+                    (f"{m.GPU_EXPECTED.name}{sel}", "{{node}} planned"),
                 ),
             ),
             Panel(
                 "NVML answering (1 = yes)",
-                ((f"min by (node) (cluster_plan_gpu_nvml_up{sel})", "{{node}}"),),
+                ((f"min by (node) ({m.GPU_NVML_UP.name}{sel})", "{{node}}"),),
                 steps=_below(1),
             ),
             Panel(
                 f"GPU temperature (plan limit {max_temp:g} °C)",
                 (
                     (
-                        f"max by (node, gpu) (cluster_plan_gpu_temperature_celsius{sel})",
+                        f"max by (node, gpu) ({m.GPU_TEMPERATURE.name}{sel})",
                         "{{node}} GPU {{gpu}}",
                     ),
                 ),
@@ -204,14 +206,14 @@ def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
             ),
             Panel(
                 "GPU power per node",
-                ((f"sum by (node) (cluster_plan_gpu_power_watts{sel})", "{{node}}"),),
+                ((f"sum by (node) ({m.GPU_POWER.name}{sel})", "{{node}}"),),
                 unit="watt",
             ),
             Panel(
                 "GPUs throttled, by reason",
                 (
                     (
-                        "sum by (node, reason) (cluster_plan_gpu_throttle"
+                        f"sum by (node, reason) ({m.GPU_THROTTLE.name}"
                         + _sel(scope, f"reason=~{_quote(reasons)}")
                         + ")",
                         "{{node}} {{reason}}",
@@ -225,13 +227,13 @@ def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
                 "Uncorrectable ECC errors (volatile) and row remaps",
                 (
                     (
-                        "sum by (node) (cluster_plan_gpu_ecc_errors"
+                        f"sum by (node) ({m.GPU_ECC_ERRORS.name}"
                         + _sel(scope, 'scope="volatile"', 'kind="uncorrected"')
                         + ")",
                         "{{node}} ECC uncorrected",
                     ),
                     (
-                        "sum by (node, kind) (cluster_plan_gpu_remapped_rows"
+                        f"sum by (node, kind) ({m.GPU_REMAPPED_ROWS.name}"
                         + _sel(scope, 'kind=~"pending|failure"')
                         + ")",
                         "{{node}} rows {{kind}}",
@@ -241,10 +243,10 @@ def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
             ),
             Panel(
                 "Last XID per GPU (0: none)",
-                ((f"max by (node, gpu) (cluster_plan_gpu_xid_last{sel})", "{{node}} GPU {{gpu}}"),),
+                ((f"max by (node, gpu) ({m.GPU_XID_LAST.name}{sel})", "{{node}} GPU {{gpu}}"),),
                 steps=_above(1),
                 description="The last XID code the exporter saw on each GPU (every GPU has "
-                "the series); cluster_plan_gpu_xid_events_total counts them per code, from "
+                f"the series); {m.GPU_XID_EVENTS.name} counts them per code, from "
                 "a GPU's first XID on.",
             ),
         ],
@@ -257,7 +259,7 @@ def slurm_scope(scope: str) -> Callable[[str], str]:
     if not scope:
         return lambda metric: metric
     up = _sel('job="node"', scope)
-    nodes = f"(max by (node) (up{up}) * 0 + 1)"
+    nodes = f"(max by (node) ({m.UP.name}{up}) * 0 + 1)"
     return lambda metric: f"({metric} * on (node) group_left () {nodes})"
 
 
@@ -268,7 +270,7 @@ def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
             "Slurm node states",
             (
                 (
-                    f"sum by (partition, state) ({pick('cluster_plan_slurm_node_state')}) > 0",
+                    f"sum by (partition, state) ({pick(m.SLURM_NODE_STATE.name)}) > 0",
                     "{{partition}} {{state}}",
                 ),
             ),
@@ -276,8 +278,8 @@ def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
         Panel(
             "GPUs allocated by Slurm",
             (
-                (f"sum({pick('cluster_plan_slurm_node_gpus_allocated')})", "allocated"),
-                (f"sum({pick('cluster_plan_slurm_node_gpus')})", "configured"),
+                (f"sum({pick(m.SLURM_NODE_GPUS_ALLOCATED.name)})", "allocated"),
+                (f"sum({pick(m.SLURM_NODE_GPUS.name)})", "configured"),
             ),
         ),
     ]
@@ -287,14 +289,14 @@ def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
                 "Pending jobs, by partition and account",
                 (
                     (
-                        "sum by (partition, account) (cluster_plan_slurm_jobs_pending)",
+                        f"sum by (partition, account) ({m.SLURM_JOBS_PENDING.name})",
                         "{{partition}} {{account}}",
                     ),
                 ),
             ),
             Panel(
                 "slurmdbd reachable (1 = yes)",
-                (("min(cluster_plan_slurm_slurmdbd_up)", "slurmdbd"),),
+                ((f"min({m.SLURM_SLURMDBD_UP.name})", "slurmdbd"),),
                 kind="stat",
                 steps=_below(1),
             ),
@@ -306,35 +308,32 @@ def ceph_section(monitoring: Monitoring, osd_hosts: list[str] | None) -> Section
     """The whole cluster's Ceph (osd_hosts None), or the OSDs of these hosts."""
     if osd_hosts is not None:
         osds = (
-            "ceph_osd_up * on (ceph_daemon) group_left (hostname) "
-            f"ceph_osd_metadata{{hostname=~{_quote('|'.join(map(re.escape, osd_hosts)))}}}"
+            f"{m.CEPH_OSD_UP.name} * on (ceph_daemon) group_left (hostname) "
+            f"{m.CEPH_OSD_METADATA.name}"
+            f"{{hostname=~{_quote('|'.join(map(re.escape, osd_hosts)))}}}"
         )
         return Section(
             "Ceph OSDs on these hosts",
             [Panel("OSDs up (1 = yes)", ((osds, "{{hostname}} {{ceph_daemon}}"),))],
         )
     full = float(monitoring["ceph_pool_full_pct"])
-    used = (
-        "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) * on (pool_id) "
-        "group_left (name) ceph_pool_metadata * 100"
-    )
     return Section(
         "Ceph",
         [
             Panel(
                 "Ceph health (0 ok, 1 warn, 2 error)",
-                (("max(ceph_health_status)", "health"),),
+                ((f"max({m.CEPH_HEALTH_STATUS.name})", "health"),),
                 kind="stat",
                 steps=(("green", None), ("orange", 1), ("red", 2)),
             ),
             Panel(
                 "OSDs up and in the cluster",
-                (("sum(ceph_osd_up)", "up"), ("count(ceph_osd_up)", "total")),
+                ((f"sum({m.CEPH_OSD_UP.name})", "up"), (f"count({m.CEPH_OSD_UP.name})", "total")),
                 kind="stat",
             ),
             Panel(
                 f"Pool use (plan alerts at {full:g} %)",
-                ((used, "{{name}}"),),
+                ((CEPH_POOL_USED_PCT, "{{name}}"),),
                 unit="percent",
                 steps=_above(full),
             ),
@@ -347,20 +346,20 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
     panels = [
         Panel(
             f"Age of the last acceptance run (plan: {days:g} days)",
-            (("time() - max(cluster_plan_acceptance_last_run_timestamp_seconds)", "age"),),
+            ((f"time() - max({m.ACCEPTANCE_LAST_RUN.name})", "age"),),
             unit="s",
             kind="stat",
             steps=_above(days * 86400, "orange"),
         ),
         Panel(
             "Last acceptance passed (1 = yes)",
-            (("min(cluster_plan_acceptance_passed)", "passed"),),
+            ((f"min({m.ACCEPTANCE_PASSED.name})", "passed"),),
             kind="stat",
             steps=_below(1),
         ),
         Panel(
             "Drift findings",
-            (("max(cluster_plan_drift_findings)", "findings"),),
+            ((f"max({m.DRIFT_FINDINGS.name})", "findings"),),
             kind="stat",
             steps=_above(1, "orange"),
         ),
@@ -368,7 +367,7 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
             "Collectors succeeding (1 = yes)",
             (
                 (
-                    "min by (node, collector) (cluster_plan_collector_success)",
+                    f"min by (node, collector) ({m.COLLECTOR_SUCCESS.name})",
                     "{{node}} {{collector}}",
                 ),
             ),
@@ -382,7 +381,7 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
                 f"Age of each node's last backup (plan: {hours:g} h)",
                 (
                     (
-                        "time() - cluster_plan_backup_last_success_timestamp_seconds",
+                        f"time() - {m.BACKUP_LAST_SUCCESS.name}",
                         "{{node}}",
                     ),
                 ),
@@ -391,7 +390,7 @@ def state_section(monitoring: Monitoring, backups: bool) -> Section:
             ),
             Panel(
                 "Last restore drill passed (1 = yes)",
-                (("min by (node) (cluster_plan_backup_drill_passed)", "{{node}}"),),
+                ((f"min by (node) ({m.BACKUP_DRILL_PASSED.name})", "{{node}}"),),
                 steps=_below(1),
             ),
         ]
@@ -438,7 +437,10 @@ def node_sections(plan: ExpandedPlan) -> list[Section]:
     sections = [node_section(scope)]
     sections[0].panels = sections[0].panels[2:]  # per-group counts mean nothing for one node
     sections[0].panels.insert(
-        0, Panel("Node exporter up", ((f"up{up}", "{{node}}"),), kind="stat", steps=_below(1))
+        0,
+        Panel(
+            "Node exporter up", ((f"{m.UP.name}{up}", "{{node}}"),), kind="stat", steps=_below(1)
+        ),
     )
     sections.append(
         Section(
@@ -446,12 +448,12 @@ def node_sections(plan: ExpandedPlan) -> list[Section]:
             [
                 Panel(
                     "Link speed per device",
-                    ((f"node_network_speed_bytes{up} * 8 / 1e9", "{{device}}"),),
+                    ((f"{m.NODE_NETWORK_SPEED.name}{up} * 8 / 1e9", "{{device}}"),),
                     unit="Gbits",
                 ),
                 Panel(
                     "MTU per device",
-                    (("node_network_mtu_bytes" + _sel(scope, 'device!="lo"'), "{{device}}"),),
+                    ((m.NODE_NETWORK_MTU.name + _sel(scope, 'device!="lo"'), "{{device}}"),),
                     unit="bytes",
                 ),
             ],
@@ -517,8 +519,8 @@ def _variables(with_node: bool) -> list[dict[str, Any]]:
                 "label": "Node",
                 "type": "query",
                 "datasource": DATASOURCE,
-                "query": {"query": 'label_values(up{job="node"}, node)', "refId": "node"},
-                "definition": 'label_values(up{job="node"}, node)',
+                "query": {"query": NODES_QUERY, "refId": "node"},
+                "definition": NODES_QUERY,
                 "refresh": 2,
                 "sort": 1,
             }

@@ -17,27 +17,27 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.monitoring import metrics as m
+from cluster_plan.monitoring.rules import CEPH_POOL_USED_PCT, THROTTLE_REASONS
 from cluster_plan.output_files import html_mark
 
 STATUS_MARK = html_mark("monitoring status")  # `monitoring status -o` replaces only such a page
 
 STATUS_QUERIES = {
-    "gpu_present": "cluster_plan_gpu_present",
-    "gpu_expected": "cluster_plan_gpu_expected",
-    "gpu_nvml_up": "min by (node) (cluster_plan_gpu_nvml_up)",
-    "gpu_temp_max": "max by (node) (cluster_plan_gpu_temperature_celsius)",
-    "gpu_power": "sum by (node) (cluster_plan_gpu_power_watts)",
+    "gpu_present": m.GPU_PRESENT.name,
+    "gpu_expected": m.GPU_EXPECTED.name,
+    "gpu_nvml_up": f"min by (node) ({m.GPU_NVML_UP.name})",
+    "gpu_temp_max": f"max by (node) ({m.GPU_TEMPERATURE.name})",
+    "gpu_power": f"sum by (node) ({m.GPU_POWER.name})",
     # GPUs with any of the alerting throttle reasons set (not reasons: a GPU has several)
-    "gpu_throttled": "count by (node) (max by (node, gpu) (cluster_plan_gpu_throttle{reason=~"
+    "gpu_throttled": f"count by (node) (max by (node, gpu) ({m.GPU_THROTTLE.name}{{reason=~"
     + '"'
     + "|".join(THROTTLE_REASONS)
     + '"}) == 1)',
-    "ceph_health": "max(ceph_health_status)",
-    "ceph_osds_up": "sum(ceph_osd_up)",
-    "ceph_osds": "count(ceph_osd_up)",
-    "ceph_pool_used_pct": "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) "
-    "* on (pool_id) group_left (name) ceph_pool_metadata * 100",
+    "ceph_health": f"max({m.CEPH_HEALTH_STATUS.name})",
+    "ceph_osds_up": f"sum({m.CEPH_OSD_UP.name})",
+    "ceph_osds": f"count({m.CEPH_OSD_UP.name})",
+    "ceph_pool_used_pct": CEPH_POOL_USED_PCT,
 }
 TIMEOUT_S = 30
 
@@ -122,6 +122,12 @@ def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> str:
     return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _first_step(notes: dict[str, str]) -> str:
+    """What to do first: the rules' `description` (`runbook` in rule files written before
+    the annotation took the mixins' names)."""
+    return notes.get("description") or notes.get("runbook", "")
+
+
 def alerts_html(answers: dict[str, Any]) -> str:
     alerts = _data(answers.get("alerts"), "alerts").get("alerts", [])
     firing = [a for a in alerts if a.get("state") == "firing"]
@@ -147,7 +153,7 @@ def alerts_html(answers: dict[str, Any]) -> str:
                     escape(labels.get("alertname", "")),
                     escape(labels.get("node", "")),
                     escape(notes.get("summary", "")),
-                    escape(notes.get("runbook", "")),
+                    escape(_first_step(notes)),
                     escape(str(alert.get("activeAt", ""))[:19].replace("T", " ")),
                 ],
             )
