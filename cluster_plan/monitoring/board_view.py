@@ -9,7 +9,7 @@ import re
 from html import escape
 from typing import Any
 
-from cluster_plan.monitoring.dashboards import NODE_VARIABLE
+from cluster_plan.monitoring.grafana import NODE_VARIABLE
 from cluster_plan.monitoring.status import STATUS_MARK, AnswerError
 
 COLOURS = {"green": "#5cb85c", "orange": "#f0ad4e", "red": "#d9534f"}

@@ -141,28 +141,33 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     ]
 
 
+def port_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
+    """Device -> planned Gb/s of a host's ports: the NIC's own speed_gbps, else its access
+    switch's link speed (the dashboards colour their speed panels by it too)."""
+    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
+    own = {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
+    out = {}
+    for iface in host["interfaces"].values():
+        gbps = own.get(iface["device"]) or host["link_gbps"]
+        if gbps:
+            out[iface["device"]] = float(gbps)
+    return out
+
+
 def _port_plan(
     plan: ExpandedPlan,
 ) -> tuple[dict[tuple[str, str, float], set[str]], set[tuple[str, str, int]]]:
     """(node group, device, Gb/s) -> the racks of the hosts whose port runs at that speed, and
-    (node group, device, MTU) of untagged networks. A NIC's own speed_gbps wins over its
-    access switch's link speed."""
+    (node group, device, MTU) of untagged networks."""
     speeds: dict[tuple[str, str, float], set[str]] = defaultdict(set)
     mtus: set[tuple[str, str, int]] = set()
     for host in plan["hosts"].values():
-        nic_speed = _nic_speeds(plan, host)
+        for device, gbps in port_speeds(plan, host).items():
+            speeds[(host["node_group"], device, gbps)].add(host["rack"] or "")
         for iface in host["interfaces"].values():
-            gbps = nic_speed.get(iface["device"]) or host["link_gbps"]
-            if gbps:
-                speeds[(host["node_group"], iface["device"], float(gbps))].add(host["rack"] or "")
             if iface["vlan"] is None:
                 mtus.add((host["node_group"], iface["device"], iface["mtu"]))
     return speeds, mtus
-
-
-def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
-    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
-    return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
 
 
 def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None, wait: str) -> Rule:

@@ -18,7 +18,8 @@ from cluster_plan.exporters.gpu import GpuReading, NvmlReading, gpu_families
 from cluster_plan.exporters.slurm import slurm_families
 from cluster_plan.exporters.state import Document, state_families
 from cluster_plan.exporters.textfile import exposition, status_text
-from cluster_plan.monitoring.dashboards import dashboards, panel_exprs
+from cluster_plan.monitoring.dashboards import dashboards
+from cluster_plan.monitoring.grafana import panel_exprs
 from cluster_plan.monitoring.metrics import BY_NAME, COLLECTORS, EXTERNAL, METRICS, of_source
 from cluster_plan.monitoring.rules import alert_rules
 from cluster_plan.monitoring.status import STATUS_QUERIES
