@@ -140,3 +140,30 @@ def test_no_placeholder_left_in_the_tree() -> None:
             if PLACEHOLDER.search(line)
         ]
     assert found == []
+
+
+# The project's issue numbers and CI runs' names mean nothing to a reader of the code: they go
+# in commit messages (docs/lab.md's table of measured runs names runs as data, in its rows).
+TRACKER_WORDS = re.compile(r"\bissue\s*#?\d|\bci\d\d\b", re.I)
+CODE_FOLDERS = ("cluster_plan", "plugins", "roles", "tests")
+
+
+def test_no_issue_numbers_or_run_names_in_code_or_doc_headings() -> None:
+    found = []
+    for path in tree_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if path == Path(__file__) or "/fixtures/" in rel or "/golden/" in rel:
+            continue
+        in_code = rel.startswith(CODE_FOLDERS)
+        if not in_code and not (rel.startswith("docs/") or rel == "README.md"):
+            continue
+        try:
+            lines = path.read_text().splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        found += [
+            f"{rel}:{number}: {line.strip()}"
+            for number, line in enumerate(lines, 1)
+            if (in_code or line.startswith("#")) and TRACKER_WORDS.search(line)
+        ]
+    assert found == []

@@ -1,3 +1,4 @@
-"""Slurm's decisions from the plan. Empty for now: slurm_policy moves here next (issue 26).
-The pure parts of plugins/modules/slurm_accounts.py and slurm_reservation.py stay in those
-modules, which run on the nodes where this package is not installed."""
+"""Slurm's decisions from the plan: the policy of slurm.conf (partitions, QOS, GRES, topology,
+fair share) and the one drain that the role and `cluster-plan change` share. The pure parts of
+plugins/modules/slurm_accounts.py and slurm_reservation.py stay in those modules, which run on
+the nodes where this package is not installed."""
