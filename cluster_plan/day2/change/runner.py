@@ -30,6 +30,7 @@ from cluster_plan.day2.change.operations import (
 from cluster_plan.day2.change.playbooks import Playbooks, locate
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.plan.roles import JOB_ROLES, SLURM_HOST_ROLES
 from cluster_plan.slurm import drain as slurm_drain
 
 # Between two looks at what a step waits for (a drain, a node back in Slurm, Ceph's health):
@@ -413,9 +414,7 @@ def forget(ctx: Context, step: Step) -> None:
         return
     # slurm.conf from the new plan, which no longer lists the host, on every Slurm host
     slurm_hosts = tuple(
-        h
-        for h, s in ctx.new["hosts"].items()
-        if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
+        h for h, s in ctx.new["hosts"].items() if SLURM_HOST_ROLES & set(s["roles"])
     )
     playbook(ctx, ("slurm",), slurm_hosts, PEERS_TAG)
 
@@ -437,7 +436,7 @@ def retire(ctx: Context, step: Step) -> None:
 def resume(ctx: Context, step: Step) -> None:
     """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
     for host in step.hosts:
-        if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+        if not JOB_ROLES & set(ctx.host(host)["roles"]):
             continue
         if _scheduler(ctx) == "kubernetes":
             ctx.must(_controller(ctx), _kubectl(f"uncordon {host}"))
@@ -501,7 +500,7 @@ def check(ctx: Context, step: Step) -> None:
         try:
             _check_host(ctx, host)
         except StepFailed as exc:
-            if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+            if JOB_ROLES & set(ctx.host(host)["roles"]):
                 # no job lands on a host that failed its check
                 drain(ctx, Step("drain", (host,), "", (("why", "failed its health check"),)))
                 raise StepFailed(f"{exc}; {host} is drained") from None
