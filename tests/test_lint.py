@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import complexity
+import import_contract
 import pytest
 from linters import LintRun
 
@@ -59,6 +60,37 @@ def test_the_complexity_gate_names_a_tangled_function(tmp_path: Path) -> None:
     assert over == {"cluster_plan/m.py::tangled": 17}
     assert complexity.problems(over) == [
         "cluster_plan/m.py::tangled: complexity 17, over 15: split it into named steps"
+    ]
+
+
+def test_the_layers_hold() -> None:
+    """tests/import_contract.py (make lint): the plan core imports nothing above it, the parts
+    import each other only where the contract says why, and no modules import each other."""
+    assert import_contract.violations() == []
+    assert import_contract.unused_allowances() == []
+    assert import_contract.cycles() == []
+
+
+def test_the_import_contract_names_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
+    package = tmp_path / "cluster_plan"
+    for folder in ("plan", "views", "monitoring", "cli"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "plan" / "a.py").write_text("from cluster_plan.views.b import x\n")
+    (package / "views" / "b.py").write_text("def f():\n    from cluster_plan.plan import a\n")
+    (package / "monitoring" / "c.py").write_text("import cluster_plan.cli.app\n")
+    (package / "cli" / "policy.py").write_text("from cluster_plan.views import b\n")
+    (package / "views" / "d.py").write_text("from cluster_plan.cli import policy\n")
+    assert import_contract.violations(tmp_path) == [
+        "cluster_plan/cli/policy.py:1: cli.policy imports views (cluster_plan.views): against "
+        "the layers (tests/import_contract.py)",
+        "cluster_plan/monitoring/c.py:1: monitoring imports cli (cluster_plan.cli.app): "
+        "against the layers (tests/import_contract.py)",
+        "cluster_plan/plan/a.py:1: plan imports views (cluster_plan.views.b): against the "
+        "layers (tests/import_contract.py)",
+    ]
+    assert import_contract.cycles(tmp_path) == [
+        "import cycle: cluster_plan.plan.a <-> cluster_plan.views.b"
     ]
 
 
