@@ -25,7 +25,7 @@ help:
 	@echo "make lab    - install everything, bring up the lab from $(PLAN), run site.yml on it"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make test-extended - make test and the long lab proofs it leaves out"
-	@echo "make lint   - ruff, mypy, complexity (radon), yamllint, ansible-lint, plan schema checks"
+	@echo "make lint   - ruff, mypy, complexity (radon), the import contract, yamllint, ansible-lint, plan schema checks"
 	@echo "make bench  - print the benchmark figures"
 	@echo "make lab-down - remove everything the lab made"
 
@@ -79,8 +79,10 @@ lint: deps
 	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks
 	$(BIN)/ruff format --check cluster_plan plugins roles tests benchmarks
 	$(PY) -m cluster_plan.ansible.role_docs --check roles/*
+	$(PY) -m cluster_plan.reference_docs --check
 	$(BIN)/mypy
 	$(PY) tests/complexity.py
+	$(PY) tests/import_contract.py
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production
 	$(MAKE) check-plans

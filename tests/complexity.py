@@ -1,8 +1,8 @@
 """Cyclomatic complexity as radon counts it (boolean operators and comprehension branches
 included, which the lint gate's mccabe count misses), over the production code.
 
-No function may exceed LIMIT (issue 26: 47 did when the gate came; a judge of 46 branches
-became a table of small named checks). A function over it is named with its figure.
+No function may exceed LIMIT (47 did when the gate came; a judge of 46 branches became a
+table of small named checks). A function over it is named with its figure.
 
     python tests/complexity.py            # exit 1 and one line per function over the limit
 """

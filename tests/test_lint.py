@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import complexity
+import import_contract
 import pytest
 from linters import LintRun
 
@@ -36,6 +37,12 @@ def test_python_linters(tool: tuple[str, ...]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_generated_reference_pages_are_current() -> None:
+    """docs/METRICS.md and the other pages generated from the package's tables (make lint)."""
+    result = run(str(BIN / "python"), "-m", "cluster_plan.reference_docs", "--check")
+    assert result.returncode == 0, result.stderr
+
+
 def test_no_production_function_over_the_complexity_limit() -> None:
     assert complexity.problems(complexity.measure()) == []
 
@@ -53,6 +60,37 @@ def test_the_complexity_gate_names_a_tangled_function(tmp_path: Path) -> None:
     assert over == {"cluster_plan/m.py::tangled": 17}
     assert complexity.problems(over) == [
         "cluster_plan/m.py::tangled: complexity 17, over 15: split it into named steps"
+    ]
+
+
+def test_the_layers_hold() -> None:
+    """tests/import_contract.py (make lint): the plan core imports nothing above it, the parts
+    import each other only where the contract says why, and no modules import each other."""
+    assert import_contract.violations() == []
+    assert import_contract.unused_allowances() == []
+    assert import_contract.cycles() == []
+
+
+def test_the_import_contract_names_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
+    package = tmp_path / "cluster_plan"
+    for folder in ("plan", "views", "monitoring", "cli"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "plan" / "a.py").write_text("from cluster_plan.views.b import x\n")
+    (package / "views" / "b.py").write_text("def f():\n    from cluster_plan.plan import a\n")
+    (package / "monitoring" / "c.py").write_text("import cluster_plan.cli.app\n")
+    (package / "cli" / "policy.py").write_text("from cluster_plan.views import b\n")
+    (package / "views" / "d.py").write_text("from cluster_plan.cli import policy\n")
+    assert import_contract.violations(tmp_path) == [
+        "cluster_plan/cli/policy.py:1: cli.policy imports views (cluster_plan.views): against "
+        "the layers (tests/import_contract.py)",
+        "cluster_plan/monitoring/c.py:1: monitoring imports cli (cluster_plan.cli.app): "
+        "against the layers (tests/import_contract.py)",
+        "cluster_plan/plan/a.py:1: plan imports views (cluster_plan.views.b): against the "
+        "layers (tests/import_contract.py)",
+    ]
+    assert import_contract.cycles(tmp_path) == [
+        "import cycle: cluster_plan.plan.a <-> cluster_plan.views.b"
     ]
 
 
@@ -132,5 +170,32 @@ def test_no_placeholder_left_in_the_tree() -> None:
             f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
             for number, line in enumerate(text.splitlines(), 1)
             if PLACEHOLDER.search(line)
+        ]
+    assert found == []
+
+
+# The project's issue numbers and CI runs' names mean nothing to a reader of the code: they go
+# in commit messages (docs/lab.md's table of measured runs names runs as data, in its rows).
+TRACKER_WORDS = re.compile(r"\bissue\s*#?\d|\bci\d\d\b", re.I)
+CODE_FOLDERS = ("cluster_plan", "plugins", "roles", "tests")
+
+
+def test_no_issue_numbers_or_run_names_in_code_or_doc_headings() -> None:
+    found = []
+    for path in tree_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if path == Path(__file__) or "/fixtures/" in rel or "/golden/" in rel:
+            continue
+        in_code = rel.startswith(CODE_FOLDERS)
+        if not in_code and not (rel.startswith("docs/") or rel == "README.md"):
+            continue
+        try:
+            lines = path.read_text().splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        found += [
+            f"{rel}:{number}: {line.strip()}"
+            for number, line in enumerate(lines, 1)
+            if (in_code or line.startswith("#")) and TRACKER_WORDS.search(line)
         ]
     assert found == []

@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from cluster_plan.page.shell import bullets, verdict
+from cluster_plan.page.table import table
+
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 64, 16, 16, 44
 LINE, FLOOR, FAIL = "#1f6fb2", "#c0392b", "#c0392b"
 
@@ -109,18 +112,15 @@ def loss_chart(job: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _verdict(passed: bool) -> str:
-    return '<span class="pass">PASSED</span>' if passed else '<span class="fail">FAILED</span>'
-
-
 def _rows_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("size", "time, µs", "algbw, GB/s", "busbw, GB/s"))
-    body = "".join(
-        f"<tr><td>{_size(r['bytes'])}</td><td>{r['time_us']:g}</td>"
-        f"<td>{r['algbw_GBps']:g}</td><td>{r['busbw_GBps']:g}</td></tr>"
-        for r in rows
+    head = ("size", "time, µs", "algbw, GB/s", "busbw, GB/s")
+    return table(
+        head,
+        [
+            [_size(r["bytes"]), f"{r['time_us']:g}", f"{r['algbw_GBps']:g}", f"{r['busbw_GBps']:g}"]
+            for r in rows
+        ],
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _intra_text(intra: Mapping[str, Any]) -> str:
@@ -141,7 +141,7 @@ def collectives_html(section: Mapping[str, Any]) -> list[str]:
     """The collectives and training sections of the HTML report."""
     parts = [
         f"<h2>Collectives (job network {escape(section['network'])}) "
-        f"{_verdict(section['passed'])}</h2>",
+        f"{verdict(section['passed'])}</h2>",
         "<p>All-reduce across each pool's nodes through Slurm; bus bandwidth = algbw x 2(n-1)/n "
         f"(nccl-tests), in plan units (measured / rate scale {section['rate_scale']:g}). The floor "
         f"is {section['min_link_fraction']:g} of the slowest link the traffic crosses.</p>",
@@ -152,7 +152,7 @@ def collectives_html(section: Mapping[str, Any]) -> list[str]:
         parts += [
             f"<h3>Pool {escape(pool['pool'])} ({escape(pool['backend'])}, {pool['ranks']} ranks on "
             f"{escape(', '.join(pool['nodes']))}, partition {escape(pool['partition'])}) "
-            f"{_verdict(pool['passed'])}</h3>",
+            f"{verdict(pool['passed'])}</h3>",
             f"<p>Largest message: {busbw} against the floor {pool['floor_GBps']:g} GB/s "
             f"({pool['link_gbps']:g} Gb/s links)"
             + (
@@ -170,7 +170,7 @@ def collectives_html(section: Mapping[str, Any]) -> list[str]:
         digests = sorted(set(job["weights_sha256"]))
         parts += [
             f"<h3>Training on pool {escape(job['pool'])} (job {escape(str(job['job']))}) "
-            f"{_verdict(job['passed'])}</h3>",
+            f"{verdict(job['passed'])}</h3>",
             f"<p>DistributedDataParallel on {job['ranks']} ranks "
             f"({escape(', '.join(job['hosts']))}), {job['steps']} steps: loss "
             f"{job['first_loss']} -> {job['last_loss']}; final weights "
@@ -182,7 +182,6 @@ def collectives_html(section: Mapping[str, Any]) -> list[str]:
         parts.append(
             f"<p>Pool {escape(skipped['pool'])} not tested: {escape(skipped['reason'])}.</p>"
         )
-    problems = "".join(f"<li>{escape(p)}</li>" for p in section["problems"])
-    if problems:
-        parts.append(f"<ul>{problems}</ul>")
+    if section["problems"]:
+        parts.append(bullets(section["problems"]))
     return parts

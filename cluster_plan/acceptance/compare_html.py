@@ -9,12 +9,14 @@ from html import escape
 from typing import Any
 
 from cluster_plan.acceptance.figures import METRICS
-from cluster_plan.acceptance.html import BAD, EMPTY, ERRORED, GOOD, _heatmap, _table
+from cluster_plan.page.heatmap import BAD, EMPTY, ERRORED, GOOD, heatmap
+from cluster_plan.page.shell import bullets
+from cluster_plan.page.table import table, text_table
+from cluster_plan.page.trend import trend
 
 # better than before beyond the tolerance; worse, past half the tolerance; no tolerance set
 IMPROVED_COLOUR, SLOWER, NOT_JUDGED = "#1565c0", "#8d6e00", "#607d8b"
 HEATMAPS = ("bandwidth_gbps", "rtt_median_ms")  # the figures that vary from run to run
-TREND_W, TREND_H, PAD = 260, 70, 6
 
 
 def _percent(pdiff: float) -> str:
@@ -92,43 +94,15 @@ def _heatmaps(
             out += [
                 f"<h3>{escape(network['name'])}: {escape(label)}, change in % against the "
                 "earlier run (row to column)</h3>",
-                _heatmap(nodes, cells, f"{label} change {network['name']}"),
+                heatmap(nodes, cells, f"{label} change {network['name']}"),
             ]
     return out
 
 
-def _scale(values: Sequence[float], lo: float, hi: float) -> list[float]:
-    span = (hi - lo) or 1.0
-    return [TREND_H - PAD - (v - lo) / span * (TREND_H - 2 * PAD) for v in values]
-
-
 def trend_svg(points: Sequence[Mapping[str, Any]], floor: float | None, title: str) -> str:
-    """One figure over the runs: a line through its values, the plan's floor dashed red, the
-    latest value as a red dot."""
-    known = [(i, float(p["value"])) for i, p in enumerate(points) if p["value"] is not None]
-    if not known:
-        return ""
-    values = [v for _, v in known] + ([floor] if floor is not None else [])
-    lo, hi = min(values), max(values)
-    lo, hi = lo - (hi - lo) * 0.1, hi + (hi - lo) * 0.1
-    step = (TREND_W - 2 * PAD) / max(1, len(points) - 1)
-    ys = _scale([v for _, v in known], lo, hi)
-    coords = [(PAD + i * step, y) for (i, _), y in zip(known, ys, strict=True)]
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{TREND_W}" height="{TREND_H}" '
-        f'role="img" aria-label="{escape(title)}" style="background:#fafafa;border:1px solid '
-        f'#ddd"><title>{escape(title)}</title>'
-    ]
-    if floor is not None:
-        (fy,) = _scale([floor], lo, hi)
-        out.append(f'<line x1="0" x2="{TREND_W}" y1="{fy:.1f}" y2="{fy:.1f}" stroke="{BAD}" '
-                   'stroke-dasharray="4 3"/>')  # fmt: skip
-    out.append(f'<polyline points="{line}" fill="none" stroke="#37474f" stroke-width="2"/>')
-    out += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#37474f"/>' for x, y in coords[:-1]]
-    x, y = coords[-1]
-    out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{BAD}"/></svg>')
-    return "".join(out)
+    """One figure over the runs (each point a run's `value`, None when it failed): the trend
+    line of cluster_plan.page.trend."""
+    return trend([p["value"] for p in points], floor, title)
 
 
 def _trends(trends: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -145,12 +119,15 @@ def _trends(trends: Sequence[Mapping[str, Any]]) -> list[str]:
         )
         floor = "" if t["floor"] is None else f"; plan floor {t['floor']:g} (dashed)"
         rows.append(
-            f"<tr><td>{escape(title)}</td><td>{trend_svg(t['points'], t['floor'], title)}</td>"
-            f"<td>{escape(values)} {escape(t['unit'])}{escape(floor)}</td></tr>"
+            [
+                escape(title),
+                trend_svg(t["points"], t["floor"], title),
+                f"{escape(values)} {escape(t['unit'])}{escape(floor)}",
+            ]
         )
     return [
         "<h3>Degraded figures over the last runs</h3>",
-        "<table><tr><th>figure</th><th>trend</th><th>values</th></tr>" + "".join(rows) + "</table>",
+        table(["figure", "trend", "values"], rows),
     ]
 
 
@@ -181,9 +158,9 @@ def render_comparison(report: Mapping[str, Any]) -> list[str]:
     if not comparison:
         return []
     ref = comparison["reference"]
-    notes = "".join(f"<li>{escape(n)}</li>" for n in comparison["notes"])
+    notes = bullets(comparison["notes"])
     if ref is None:
-        return ["<h2>Comparison with earlier runs</h2>", f"<ul>{notes}</ul>"]
+        return ["<h2>Comparison with earlier runs</h2>", notes or "<ul></ul>"]
     rows = comparison["figures"]
     degraded = [r for r in rows if r["outcome"] == "degraded"]
     headers = ["network", "where", "figure", "value", "plan floor", "earlier", "change", "outcome"]
@@ -196,15 +173,15 @@ def render_comparison(report: Mapping[str, Any]) -> list[str]:
         f"<h2>Comparison with run {ref['run']} ({escape(reference_words(comparison))}, "
         f"{escape(ref['generated_at'])})</h2>",
         f"<p>{len(rows)} figures compared, {len(degraded)} degraded, {len(gaps)} not compared.</p>",
-        f"<ul>{notes}</ul>" if notes else "",
+        notes,
         _legend(comparison["tolerance"]),
         *_heatmaps(report, rows, comparison["tolerance"]),
         *_trends(comparison["trends"]),
         "<h3>Degraded figures</h3>",
-        _table(headers, _figure_rows(degraded)) if degraded else "<p>None.</p>",
+        text_table(headers, _figure_rows(degraded)) if degraded else "<p>None.</p>",
         "<details><summary>Every compared figure</summary>",
-        _table(headers, _figure_rows(rows)),
+        text_table(headers, _figure_rows(rows)),
         "</details>",
         "<h3>Not compared</h3>",
-        _table(["network", "where", "figure", "why"], gaps) if gaps else "<p>Nothing.</p>",
+        text_table(["network", "where", "figure", "why"], gaps) if gaps else "<p>Nothing.</p>",
     ]

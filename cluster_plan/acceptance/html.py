@@ -7,14 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from cluster_plan.acceptance.collectives_html import collectives_html
+from cluster_plan.acceptance.compare_html import render_comparison
 from cluster_plan.output_files import html_mark
+from cluster_plan.page.heatmap import BAD, ERRORED, GOOD, UNJUDGED, WARN, heatmap
+from cluster_plan.page.shell import bullets, page, verdict
+from cluster_plan.page.table import text_table
 
 # `acceptance` and `report` replace only a page with this mark (or an earlier version's title)
 REPORT_MARK = html_mark("acceptance report")
-
-CELL, LABEL = 34, 90
-GOOD, WARN, BAD, ERRORED, EMPTY = "#2e7d32", "#f9a825", "#c62828", "#6a1b9a", "#eeeeee"
-UNJUDGED = "#607d8b"  # below the floor with a CPU-bound end: inconclusive
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}
@@ -24,44 +25,6 @@ th{background:#f4f4f4;text-align:left} pre{background:#f7f7f7;padding:.6em;overf
 .legend span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}
 svg text{font-size:11px;font-family:monospace}
 """
-
-
-def _heatmap(
-    nodes: Sequence[str],
-    cells: Mapping[tuple[str, str], tuple[str, ...]],
-    title: str,
-) -> str:
-    """cells[(row, col)] = (colour, text[, note for the tooltip]); rows and columns in node
-    order."""
-    size = LABEL + CELL * len(nodes) + 10
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
-        f'role="img" aria-label="{escape(title)}">'
-    ]
-    for i, name in enumerate(nodes):
-        y = LABEL + CELL * i + CELL / 2 + 4
-        x = LABEL + CELL * i + CELL / 2
-        out.append(f'<text x="{LABEL - 4}" y="{y}" text-anchor="end">{escape(name)}</text>')
-        out.append(
-            f'<text x="{x}" y="{LABEL - 4}" transform="rotate(-60 {x} {LABEL - 4})">'
-            f"{escape(name)}</text>"
-        )
-    for r, row in enumerate(nodes):
-        for c, col in enumerate(nodes):
-            colour, text, *note = cells.get((row, col), (EMPTY, ""))
-            x, y = LABEL + CELL * c, LABEL + CELL * r
-            tip = f"{row} / {col}: {text}" + "".join(f"; {n}" for n in note if n)
-            out.append(
-                f'<rect x="{x}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" fill="{colour}">'
-                f"<title>{escape(tip)}</title></rect>"
-            )
-            if text:
-                out.append(
-                    f'<text x="{x + CELL / 2}" y="{y + CELL / 2 + 4}" text-anchor="middle" '
-                    f'fill="white">{escape(text[:5])}</text>'
-                )
-    out.append("</svg>")
-    return "".join(out)
 
 
 def _short(value: float | None) -> str:
@@ -137,7 +100,7 @@ def _cpu_bound_rows(report: Mapping[str, Any]) -> list[str]:
         "<p>Figures taken while iperf3 at one end used most of a CPU or waited for one. "
         "<b>inconclusive</b>: below the floor, and the CPU accounts for the shortfall, so "
         "the figure says nothing about the link (a warning, not a fault).</p>",
-        _table(["network", "pair", "Gb/s", "verdict", "client CPU", "server CPU"], rows),
+        text_table(["network", "pair", "Gb/s", "verdict", "client CPU", "server CPU"], rows),
     ]
 
 
@@ -156,15 +119,6 @@ def _latency_cells(
         text = "lost" if median is None else _short(median)
         cells[(row["source"], row["target"])] = (BAD if bad else GOOD, text)
     return cells
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape('' if v is None else str(v))}</td>" for v in row) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _raw_outputs(report: Mapping[str, Any]) -> str:
@@ -192,11 +146,6 @@ def _figure(value: float | None) -> str:
 
 def _storage(storage: Mapping[str, Any]) -> list[str]:
     """The storage section: verdict, health, OSDs, PGs and the rados bench figures."""
-    verdict = (
-        '<span class="pass">PASSED</span>'
-        if storage["passed"]
-        else ('<span class="fail">FAILED</span>')
-    )
     osds, pgs, bench = storage["osds"], storage["pgs"], storage["bench"]
 
     def figure(run: Mapping[str, Any]) -> str:
@@ -218,31 +167,25 @@ def _storage(storage: Mapping[str, Any]) -> list[str]:
          figure(bench["write"])),
         ("rados bench sequential read", figure(bench["read"])),
     ]  # fmt: skip
-    problems = "".join(f"<li>{escape(p)}</li>" for p in storage["problems"])
     return [
-        f"<h2>Storage (Ceph, from {escape(storage['host'])}) {verdict}</h2>",
-        _table(["check", "result"], rows),
-        f"<ul>{problems}</ul>" if problems else "",
+        f"<h2>Storage (Ceph, from {escape(storage['host'])}) {verdict(storage['passed'])}</h2>",
+        text_table(["check", "result"], rows),
+        bullets(storage["problems"]),
     ]
 
 
 def render_html(report: Mapping[str, Any]) -> str:
     c = report["criteria"]
-    verdict = (
-        '<span class="pass">PASSED</span>'
-        if report["passed"]
-        else ('<span class="fail">FAILED</span>')
-    )
     findings = report["findings"]
     body = [
-        f"<h1>Network acceptance: {escape(report['cluster'])} {verdict}</h1>",
+        f"<h1>Network acceptance: {escape(report['cluster'])} {verdict(report['passed'])}</h1>",
         f"<p>Generated {escape(report['generated_at'])}. Plan thresholds: at least "
         f"{c['min_gbps']:g} Gb/s per pair, median round trip at most {c['max_latency_ms']:g} ms, "
         f"loss at most {c['max_loss_pct']:g}% ({c['probes']} probes per direction), "
         f"{c['duration_s']:g} s iperf3 tests. Bandwidth is shown in plan units "
         f"(measured / rate scale {c['rate_scale']:g}).</p>",
         "<h2>Faults</h2>",
-        _table(
+        text_table(
             ["node", "cause", "all kinds", "network"],
             [
                 (n["node"], n["kind"], ", ".join(n["kinds"]), n["network"])
@@ -252,7 +195,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         if report["nodes_at_fault"]
         else "<p>No node at fault.</p>",
         "<h2>Findings</h2>",
-        _table(
+        text_table(
             ["severity", "kind", "where", "network", "message", "explained by"],
             [
                 (
@@ -284,27 +227,19 @@ def render_html(report: Mapping[str, Any]) -> str:
             f"<h2>Network {escape(name)} (MTU {network['mtu']})</h2>",
             legend,
             "<h3>Bandwidth, Gb/s (plan units)</h3>",
-            _heatmap(nodes, _bandwidth_cells(report["bandwidth"], name), f"bandwidth {name}"),
+            heatmap(nodes, _bandwidth_cells(report["bandwidth"], name), f"bandwidth {name}"),
             "<h3>Median round trip, ms (row pings column; red: over the latency limit or "
             "losing more probes than the plan allows)</h3>",
-            _heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
+            heatmap(nodes, _latency_cells(report["probes"], name), f"latency {name}"),
         ]
     body += _cpu_bound_rows(report)
     if report.get("storage"):
         body += _storage(report["storage"])
     if report.get("collectives"):
-        from cluster_plan.acceptance.collectives_html import collectives_html
-
         body += collectives_html(report["collectives"])
-    from cluster_plan.acceptance.compare_html import render_comparison  # it draws with ours
-
     body += render_comparison(report)
     body += ["<h2>Raw output of failed measurements</h2>", _raw_outputs(report)]
     timing = report.get("timing") or {}
     if timing:
-        body += ["<h2>Timing</h2>", _table(["phase", "value"], sorted(timing.items()))]
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{REPORT_MARK}'
-        f"<title>Network acceptance: {escape(report['cluster'])}</title>"
-        f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n"
-    )
+        body += ["<h2>Timing</h2>", text_table(["phase", "value"], sorted(timing.items()))]
+    return page(f"Network acceptance: {report['cluster']}", "".join(body), _STYLE, REPORT_MARK)

@@ -73,7 +73,7 @@ class MtuTest:
 @dataclass
 class Finding:
     kind: str
-    severity: str  # fault | warning
+    severity: str  # the report's words: fault | warning (SEVERITY_WORDS puts them on the scale)
     network: str
     pairs: list[tuple[str, str]]
     message: str

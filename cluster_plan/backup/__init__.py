@@ -1,1 +1,3 @@
-"""Backups as the cluster sees them: `cluster-plan backup status` over every node."""
+"""Backups: the program every node runs from its timer (settings, borg, hooks, jobs, the
+restore drill, schedule, restore; standard library only, shipped as a zip by
+cluster_plan.node_bundle), and the controller's view of it, `cluster-plan backup status`."""

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import yaml
 
 from cluster_plan.cli.envelope import SCHEMA_VERSION, status_for
-from cluster_plan.plan.findings import Finding, PlanError, errors, warnings
+from cluster_plan.plan.findings import Finding, PlanError, envelope_finding, errors, warnings
 from cluster_plan.plan.input_files import non_finite_problem
 
 NOT_FINITE_EXIT = 2  # cluster_plan.cli.policy.Exit.USAGE: input that could not be used
@@ -207,7 +207,7 @@ class JsonReporter(Reporter):
         findings: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self._result = data
-        self._findings += findings
+        self._findings += [envelope_finding(f) for f in findings]
 
     def plan_error(self, exc: PlanError) -> None:
         super().plan_error(exc)  # people still read why on stderr

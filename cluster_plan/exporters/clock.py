@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster_plan.exporters.slurm import Runner, run_command
-from cluster_plan.exporters.textfile import CollectorError
+from cluster_plan.exporters.textfile import CollectorError, family
+from cluster_plan.monitoring import metrics
 
 # -c: comma-separated values; -n: addresses, no DNS lookups (a collector never waits on DNS)
 TRACKING = ["chronyc", "-c", "-n", "tracking"]
@@ -81,33 +81,17 @@ def _finite(value: str) -> float:
 
 def clock_families(tracking: Tracking) -> Iterator[Metric]:
     """The cluster_plan_clock_* families (pure)."""
-    gauges: list[tuple[str, str, float]] = [
-        (
-            "cluster_plan_clock_synchronised",
-            "1 when chronyd tracks a real time source (an NTP server or a reference clock)",
-            1 if tracking.synchronised else 0,
-        ),
-        (
-            "cluster_plan_clock_local_reference",
-            "1 when chronyd serves its own clock as the reference (chrony's local directive)",
-            1 if tracking.local_reference else 0,
-        ),
-        ("cluster_plan_clock_stratum", "chronyd's stratum (0: unsynchronised)", tracking.stratum),
-        (
-            "cluster_plan_clock_offset_seconds",
-            "the system clock's offset chronyd is correcting (chronyc's System time)",
-            tracking.system_offset_s,
-        ),
-        (
-            "cluster_plan_clock_root_distance_seconds",
-            "root delay / 2 + root dispersion: the bound on the clock's error",
-            tracking.root_delay_s / 2 + tracking.root_dispersion_s,
-        ),
+    values = [
+        (metrics.CLOCK_SYNCHRONISED, 1 if tracking.synchronised else 0),
+        (metrics.CLOCK_LOCAL_REFERENCE, 1 if tracking.local_reference else 0),
+        (metrics.CLOCK_STRATUM, tracking.stratum),
+        (metrics.CLOCK_OFFSET, tracking.system_offset_s),
+        (metrics.CLOCK_ROOT_DISTANCE, tracking.root_delay_s / 2 + tracking.root_dispersion_s),
     ]
-    for name, documentation, value in gauges:
-        family = GaugeMetricFamily(name, documentation)
-        family.add_metric([], value)
-        yield family
+    for metric, value in values:
+        gauge = family(metric)
+        gauge.add_metric([], value)
+        yield gauge
 
 
 def collect_clock(run: Runner = run_command) -> list[Any]:

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from cluster_plan.exporters.textfile import CollectorError, write_atomic
+from cluster_plan.exporters.textfile import CollectorError, family, write_atomic
+from cluster_plan.monitoring import metrics
 from cluster_plan.plan.input_files import InputError, read_json
 
 # nvmlClocksThrottleReason* bits (the same bits as nvmlClocksEventReason*)
@@ -234,12 +234,6 @@ def save_xid_state(path: Path, state: dict[str, dict[str, Any]]) -> None:
 
 # --- metric families (pure) -----------------------------------------------------------------
 
-GPU_LABELS = ["node", "gpu", "uuid"]
-
-
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"cluster_plan_gpu_{name}", doc, labels=labels)
-
 
 def gpu_families(
     node: str,
@@ -247,17 +241,18 @@ def gpu_families(
     reading: NvmlReading,
     xid_state: dict[str, dict[str, Any]],
 ) -> Iterator[Metric]:
-    """Every cluster_plan_gpu_* family of one node's reading (METRICS.md's GPU list)."""
-    up = _gauge("nvml_up", "1 when NVML answered, 0 when not", ["node"])
+    """Every cluster_plan_gpu_* family of one node's reading (docs/METRICS.md, the gpu
+    collector)."""
+    up = family(metrics.GPU_NVML_UP)
     up.add_metric([node], 1 if reading.up else 0)
     yield up
     if expected is not None:
-        plan = _gauge("expected", "GPUs the plan says this node has", ["node"])
+        plan = family(metrics.GPU_EXPECTED)
         plan.add_metric([node], expected)
         yield plan
     if not reading.up:
         return  # nothing to count: present is left out rather than claimed 0
-    present = _gauge("present", "GPUs NVML sees", ["node"])
+    present = family(metrics.GPU_PRESENT)
     present.add_metric([node], len(reading.gpus))
     yield present
     yield from _reading_families(node, reading.gpus)
@@ -266,22 +261,22 @@ def gpu_families(
 
 def _reading_families(node: str, gpus: list[GpuReading]) -> Iterator[Metric]:
     scalars = [
-        ("temperature_celsius", "GPU core temperature", "temperature_c", 1.0),
-        ("power_watts", "Power draw", "power_mw", 1e-3),
-        ("power_limit_watts", "Enforced power limit", "power_limit_mw", 1e-3),
-        ("sm_clock_hertz", "SM clock", "sm_clock_mhz", 1e6),
+        (metrics.GPU_TEMPERATURE, "temperature_c", 1.0),
+        (metrics.GPU_POWER, "power_mw", 1e-3),
+        (metrics.GPU_POWER_LIMIT, "power_limit_mw", 1e-3),
+        (metrics.GPU_SM_CLOCK, "sm_clock_mhz", 1e6),
     ]
-    for name, doc, attribute, scale in scalars:
-        family = _gauge(name, doc, GPU_LABELS)
+    for metric, attribute, scale in scalars:
+        scalar = family(metric)
         for gpu in gpus:
             value = getattr(gpu, attribute)
             if value is not None:
-                family.add_metric([node, str(gpu.index), gpu.uuid], value * scale)
-        yield family
-    throttle = _gauge("throttle", "1 while the clock reason is active", [*GPU_LABELS, "reason"])
-    ecc = _gauge("ecc_errors", "ECC error counter as NVML reads it", [*GPU_LABELS, "scope", "kind"])
-    remap = _gauge("remapped_rows", "Remapped memory rows", [*GPU_LABELS, "kind"])
-    nvlink = _gauge("nvlink_errors", "NVLink error counter", [*GPU_LABELS, "link", "kind"])
+                scalar.add_metric([node, str(gpu.index), gpu.uuid], value * scale)
+        yield scalar
+    throttle = family(metrics.GPU_THROTTLE)
+    ecc = family(metrics.GPU_ECC_ERRORS)
+    remap = family(metrics.GPU_REMAPPED_ROWS)
+    nvlink = family(metrics.GPU_NVLINK_ERRORS)
     for gpu in gpus:
         ids = [node, str(gpu.index), gpu.uuid]
         if gpu.throttle is not None:
@@ -297,10 +292,8 @@ def _reading_families(node: str, gpus: list[GpuReading]) -> Iterator[Metric]:
 
 
 def _xid_families(node: str, xid_state: dict[str, dict[str, Any]]) -> Iterator[Metric]:
-    last = _gauge("xid_last", "Last XID code seen (0: none)", GPU_LABELS)
-    total = CounterMetricFamily(
-        "cluster_plan_gpu_xid_events", "XID events counted", labels=[*GPU_LABELS, "xid"]
-    )
+    last = family(metrics.GPU_XID_LAST)
+    total = family(metrics.GPU_XID_EVENTS)
     for uuid, entry in sorted(xid_state.items()):
         ids = [node, str(entry["gpu"]), uuid]
         last.add_metric(ids, entry["last"])

@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from cluster_plan.exporters.textfile import CollectorError
+from cluster_plan.exporters.textfile import CollectorError, family
+from cluster_plan.monitoring import metrics
 from cluster_plan.slurm import commands
 
 # One line per node and partition: name | partition (default marked `*`) | long state
@@ -107,31 +107,19 @@ def slurm_families(
     slurmdbd_up: bool,
 ) -> Iterator[Metric]:
     """The cluster_plan_slurm_* families (pure)."""
-    state = GaugeMetricFamily(
-        "cluster_plan_slurm_node_state",
-        "1 per node and partition for its state",
-        labels=["node", "partition", "state"],
-    )
+    state = family(metrics.SLURM_NODE_STATE)
     for node, partition, current in states:
         for name in (*STATES, "other"):
             state.add_metric([node, partition, name], 1 if name == current else 0)
-    configured = GaugeMetricFamily(
-        "cluster_plan_slurm_node_gpus", "GPUs configured (gres)", labels=["node"]
-    )
-    allocated = GaugeMetricFamily(
-        "cluster_plan_slurm_node_gpus_allocated", "GPUs allocated to jobs", labels=["node"]
-    )
+    configured = family(metrics.SLURM_NODE_GPUS)
+    allocated = family(metrics.SLURM_NODE_GPUS_ALLOCATED)
     for node, (total, used) in sorted(gpus.items()):
         configured.add_metric([node], total)
         allocated.add_metric([node], used)
-    jobs = GaugeMetricFamily(
-        "cluster_plan_slurm_jobs_pending",
-        "Pending jobs per partition (workload class) and account (team)",
-        labels=["partition", "account"],
-    )
+    jobs = family(metrics.SLURM_JOBS_PENDING)
     for (partition, account), count in sorted(pending.items()):
         jobs.add_metric([partition, account], count)
-    dbd = GaugeMetricFamily("cluster_plan_slurm_slurmdbd_up", "1 when sacctmgr answers")
+    dbd = family(metrics.SLURM_SLURMDBD_UP)
     dbd.add_metric([], 1 if slurmdbd_up else 0)
     yield from (state, configured, allocated, jobs, dbd)
 

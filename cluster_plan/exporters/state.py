@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster_plan.acceptance.history import History, HistoryError
 from cluster_plan.cli.envelope import EnvelopeError, unwrapped
 from cluster_plan.exporters.slurm import Runner, run_command
-from cluster_plan.exporters.textfile import CollectorError
+from cluster_plan.exporters.textfile import CollectorError, family
+from cluster_plan.monitoring import metrics
 from cluster_plan.plan.input_files import InputError, parse_json, read_text
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # drift or backup status of a large cluster
@@ -162,35 +162,21 @@ def state_families(
 ) -> Iterator[Metric]:
     """The cluster_plan_acceptance_*, _backup_* and _drift_* families (pure)."""
     if acceptance is not None:
-        when = GaugeMetricFamily(
-            "cluster_plan_acceptance_last_run_timestamp_seconds",
-            "When the last acceptance run was generated",
-        )
+        when = family(metrics.ACCEPTANCE_LAST_RUN)
         when.add_metric([], acceptance[0])
-        passed = GaugeMetricFamily(
-            "cluster_plan_acceptance_passed", "1 when the last acceptance run passed"
-        )
+        passed = family(metrics.ACCEPTANCE_PASSED)
         passed.add_metric([], 1 if acceptance[1] else 0)
         yield from (when, passed)
     if backups is not None:
-        last = GaugeMetricFamily(
-            "cluster_plan_backup_last_success_timestamp_seconds",
-            "The node's oldest last snapshot over its repositories (0: none)",
-            labels=["node"],
-        )
-        drill = GaugeMetricFamily(
-            "cluster_plan_backup_drill_passed", "1 when the last restore drill passed",
-            labels=["node"],
-        )  # fmt: skip
+        last = family(metrics.BACKUP_LAST_SUCCESS)
+        drill = family(metrics.BACKUP_DRILL_PASSED)
         for host, (taken, drill_ok) in sorted(backups.items()):
             last.add_metric([host], taken)
             if drill_ok is not None:
                 drill.add_metric([host], 1 if drill_ok else 0)
         yield from (last, drill)
     if drift is not None:
-        findings = GaugeMetricFamily(
-            "cluster_plan_drift_findings", "Drift findings of the last check"
-        )
+        findings = family(metrics.DRIFT_FINDINGS)
         findings.add_metric([], drift_findings(drift))
         yield findings
 

@@ -20,10 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-SUCCESS_METRIC = "cluster_plan_collector_success"
+from cluster_plan.monitoring import metrics
+
+SUCCESS_METRIC = metrics.COLLECTOR_SUCCESS.name
 
 
 class CollectorError(Exception):
@@ -36,6 +39,13 @@ class _Families(Collector):
 
     def collect(self) -> Iterator[Metric]:
         return iter(self._families)
+
+
+def family(metric: metrics.Metric) -> GaugeMetricFamily | CounterMetricFamily:
+    """An empty family of a metric of the table (cluster_plan.monitoring.metrics): its name,
+    type, help and labels."""
+    kind = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
+    return kind(metric.name, metric.help, labels=list(metric.labels))
 
 
 def exposition(families: Iterable[Metric]) -> str:
@@ -71,9 +81,8 @@ def status_path(directory: Path, collector: str) -> Path:
 
 def status_text(collector: str, success: bool) -> str:
     return (
-        f"# HELP {SUCCESS_METRIC} 1 when the collector ran cleanly, 0 with the reason in "
-        "its log.\n"
-        f"# TYPE {SUCCESS_METRIC} gauge\n"
+        f"# HELP {SUCCESS_METRIC} {metrics.COLLECTOR_SUCCESS.help}\n"
+        f"# TYPE {SUCCESS_METRIC} {metrics.COLLECTOR_SUCCESS.type}\n"
         f'{SUCCESS_METRIC}{{collector="{collector}"}} {1 if success else 0}\n'
     )
 

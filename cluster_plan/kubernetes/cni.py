@@ -16,26 +16,13 @@ import copy
 from typing import Any
 
 from cluster_plan.kubernetes.cluster import KubernetesPlan
-
-OVERHEAD = {"ipip": 20, "vxlan": 50, "none": 0}
-MIN_MTU = 1280  # IPv6's minimum link MTU; anything below breaks pods that use IPv6
+from cluster_plan.plan.kubernetes import MIN_MTU as MIN_MTU
+from cluster_plan.plan.kubernetes import OVERHEAD as OVERHEAD
+from cluster_plan.plan.kubernetes import pod_mtu
 
 
 class CalicoManifestError(ValueError):
     """The manifest lacks what the plan's settings go into (a changed release?)."""
-
-
-def pod_mtu(network_mtu: int, encapsulation: str) -> int:
-    """The MTU of pod interfaces and Calico's tunnel devices on a network of `network_mtu`."""
-    if encapsulation not in OVERHEAD:
-        raise ValueError(f"unknown encapsulation {encapsulation!r} ({', '.join(OVERHEAD)})")
-    mtu = int(network_mtu) - OVERHEAD[encapsulation]
-    if mtu < MIN_MTU:
-        raise ValueError(
-            f"a {network_mtu}-byte network leaves {mtu} bytes for pods under {encapsulation}; "
-            f"at least {MIN_MTU} are needed"
-        )
-    return mtu
 
 
 def network_settings(plan: KubernetesPlan) -> dict[str, Any]:

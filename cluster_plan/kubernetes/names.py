@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+from cluster_plan.plan.kubernetes import is_label_name as is_label_name
+from cluster_plan.plan.kubernetes import object_name as object_name
+
 DOMAIN = "cluster-plan.io"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cluster-plan"}
 
@@ -37,7 +40,6 @@ NVIDIA_RUNTIME = "nvidia"
 # Namespaces the routing policy leaves alone: the cluster's own components.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -56,16 +58,6 @@ def reservation_taint(reservation: str) -> str:
 def extended_resource(gres_type: str) -> str:
     """The resource a generic accelerator is counted in: `cluster-plan.io/tpu`."""
     return f"{DOMAIN}/{gres_type}"
-
-
-def object_name(name: str) -> str:
-    """A plan name as a Kubernetes object name (DNS-1123: no `_`)."""
-    return name.lower().replace("_", "-")
-
-
-def is_label_name(text: str) -> bool:
-    """A label value, or the name part of a label key (63 characters, alphanumeric ends)."""
-    return bool(_LABEL_NAME.match(text))
 
 
 def is_object_name(text: str) -> bool:

@@ -1,77 +1,18 @@
-"""The Kubernetes releases the renderer supports, and what each one needs.
-
-The plan's routing policy is a MutatingAdmissionPolicy (KEP-3962): alpha in 1.32 and 1.33,
-beta in 1.34 and 1.35 (both off by default, so the API server gets the feature gate and the
-API group version switched on), GA in 1.36. Older releases have no in-tree way to mutate a
-pod from a policy object, so they are refused rather than served a half policy.
-"""
+"""The Kubernetes releases the renderer supports (cluster_plan.plan.kubernetes holds them, and
+why: validate refuses a plan that names another), the configuration APIs kubeadm and kubelet
+read, and what the offline bundle pins for each release."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-ADMISSION_GROUP = "admissionregistration.k8s.io"
+from cluster_plan.plan.kubernetes import SUPPORTED as SUPPORTED
+from cluster_plan.plan.kubernetes import VERSION_PATTERN, UnsupportedVersion
+from cluster_plan.plan.kubernetes import Release as Release
+from cluster_plan.plan.kubernetes import release as release
+
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
-
-
-@dataclass(frozen=True)
-class Release:
-    minor: str  # "1.36"
-    version: str  # the full version kubeadm installs: "1.36.0"
-    mutating_policy_version: str  # v1alpha1 | v1beta1 | v1
-    pause_image: str  # the sandbox image this kubeadm release expects
-
-    @property
-    def mutating_policy_api(self) -> str:
-        return f"{ADMISSION_GROUP}/{self.mutating_policy_version}"
-
-    @property
-    def validating_policy_api(self) -> str:
-        return f"{ADMISSION_GROUP}/v1"  # GA since 1.30
-
-    @property
-    def api_server_args(self) -> list[dict[str, str]]:
-        """kube-apiserver flags that turn the mutating policy API on where it is not GA."""
-        if self.mutating_policy_version == "v1":
-            return []
-        return [
-            {"name": "feature-gates", "value": "MutatingAdmissionPolicy=true"},
-            {"name": "runtime-config", "value": f"{self.mutating_policy_api}=true"},
-        ]
-
-
-# The first release of each minor: the plan pins a patch release with version: "1.36.3".
-_RELEASES = {
-    "1.32": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.33": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.34": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.35": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.36": ("v1", "registry.k8s.io/pause:3.10.2"),
-    "1.37": ("v1", "registry.k8s.io/pause:3.10.2"),
-}
-SUPPORTED = tuple(_RELEASES)
-_VERSION = re.compile(r"^(1\.[0-9]+)(?:\.([0-9]+))?$")
-
-
-class UnsupportedVersion(ValueError):
-    """str() says which versions are supported."""
-
-
-def release(version: str) -> Release:
-    """The release for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3")."""
-    match = _VERSION.match(str(version))
-    if not match:
-        raise UnsupportedVersion(f"{version!r} is not a Kubernetes version like 1.36 or 1.36.3")
-    minor, patch = match.group(1), match.group(2)
-    if minor not in _RELEASES:
-        raise UnsupportedVersion(
-            f"Kubernetes {minor} is not supported: the scheduling policy needs "
-            f"MutatingAdmissionPolicy, so {SUPPORTED[0]} to {SUPPORTED[-1]}"
-        )
-    api, pause = _RELEASES[minor]
-    return Release(minor, f"{minor}.{patch or 0}", api, pause)
 
 
 # The offline bundle (cluster_plan.kubernetes.bundle): the patch release built for each minor,
@@ -115,7 +56,7 @@ CNI_PLUGINS = "1.10.0"
 
 def bundle_release(version: str) -> BundleRelease:
     """The pinned release for a plan's version: "1.36" or its pinned patch "1.36.3"."""
-    match = _VERSION.match(str(version))
+    match = VERSION_PATTERN.match(str(version))
     if not match:
         raise UnsupportedVersion(f"{version!r} is not a Kubernetes version like 1.36 or 1.36.3")
     minor, patch = match.group(1), match.group(2)

@@ -1,4 +1,7 @@
-"""Monitoring from the plan: Prometheus' scrape configuration and file_sd targets, the alert
-rules with thresholds the plan knows, and Alertmanager's routes (docs/monitoring.md).
+"""Monitoring from the plan: the metrics table (metrics), Prometheus' scrape configuration and
+file_sd targets, the alert rules with thresholds the plan knows and their runbooks,
+Alertmanager's routes, the Grafana dashboards (panels, grafana, dashboards), and the status
+page and dashboard view read from a Prometheus (docs/monitoring.md).
 
-Pure: an expanded plan in, file contents out; `command` is the CLI's thin shell."""
+Pure, an expanded plan or Prometheus' answers in and file contents out, except
+`status.fetch_answers`, which asks Prometheus' HTTP API; `command` is the CLI's thin shell."""

@@ -6,11 +6,14 @@ The answers are Prometheus' /api/v1/query answers keyed by the query asked (the 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from cluster_plan.monitoring.dashboards import NODE_VARIABLE
+from cluster_plan.monitoring.grafana import NODE_VARIABLE
 from cluster_plan.monitoring.status import STATUS_MARK, AnswerError
+from cluster_plan.page.shell import page
+from cluster_plan.page.table import Cell, table
 
 COLOURS = {"green": "#5cb85c", "orange": "#f0ad4e", "red": "#d9534f"}
 
@@ -70,14 +73,20 @@ def _panel(panel: dict[str, Any], results: dict[str, Any], node: str | None) -> 
         expr = target["expr"].replace(NODE_VARIABLE, node or NODE_VARIABLE)
         for labels, value in _series(results.get(expr), expr):
             found.append((_legend(target.get("legendFormat", ""), labels), value))
-    rows = [
-        f'<tr><td>{escape(name) or "-"}</td><td class="v" style="border-left:6px solid '
-        f'{_colour(value, steps)}">{escape(_value(value, defaults["unit"]))}</td></tr>'
+    rows: list[Sequence[str | Cell]] = [
+        [
+            escape(name) or "-",
+            Cell(
+                escape(_value(value, defaults["unit"])),
+                "v",
+                f"border-left:6px solid {_colour(value, steps)}",
+            ),
+        ]
         for name, value in sorted(found, key=lambda item: _natural(item[0]))
     ]
-    body = "".join(rows) or '<tr><td colspan="2">no data</td></tr>'
+    body = table(None, rows or [[Cell("no data", colspan=2)]])
     note = f'<p class="d">{escape(panel["description"])}</p>' if panel.get("description") else ""
-    return f'<div class="p"><h3>{escape(panel["title"])}</h3>{note}<table>{body}</table></div>'
+    return f'<div class="p"><h3>{escape(panel["title"])}</h3>{note}{body}</div>'
 
 
 _CSS = """
@@ -107,9 +116,8 @@ def board_html(board: dict[str, Any], results: dict[str, Any], node: str | None,
             parts.append(_panel(panel, results, node))
     if open_grid:
         parts.append("</div>")
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{STATUS_MARK}'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
+    body = (
         f'<h1>{escape(title)}</h1><p class="meta">Values at {escape(at)}; colours are the '
-        f"panels' thresholds, from the plan.</p>{''.join(parts)}</body></html>\n"
+        f"panels' thresholds, from the plan.</p>{''.join(parts)}"
     )
+    return page(title, body, _CSS, STATUS_MARK)

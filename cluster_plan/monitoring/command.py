@@ -89,7 +89,7 @@ def _page(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The page and the answers it was made from."""
     from cluster_plan.cli.policy import UsageError
     from cluster_plan.monitoring import board_view
-    from cluster_plan.monitoring.dashboards import NODE_VARIABLE
+    from cluster_plan.monitoring.grafana import NODE_VARIABLE
     from cluster_plan.monitoring.status import fetch_answers, fetch_queries, status_html
     from cluster_plan.plan.input_files import read_json
 

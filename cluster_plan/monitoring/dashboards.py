@@ -1,404 +1,30 @@
-"""Grafana dashboards from the plan, as Grafana's JSON model (Grafana is not in Debian 12: a
-user who runs one imports these files). An overview, one dashboard per rack, per pool and per
-node group, and one per node with a `node` variable.
-
-A scoped dashboard selects its nodes by the target label of its scope (`rack`, `pool`,
-`node_group`), which node_exporter's series and the node's own collectors' carry; the series
-the controller's Slurm collector writes about other nodes carry the controller's labels, so
-those are joined on `node` with the scope's `up` series. Thresholds are the plan's: a port's planned
-speed and MTU, the GPUs per node, the GPU temperature limit, Ceph's pool fullness, the backup
-and acceptance ages. tests/monitoring/test_monitoring_dashboards.py runs every panel's query
-against a real Prometheus."""
+"""The Grafana dashboards a plan gets: an overview, one dashboard per rack, per pool and per
+node group, and one per node with a `node` variable; each is the sections
+(cluster_plan.monitoring.panels) that its hosts call for, written as Grafana's JSON model
+(cluster_plan.monitoring.grafana). tests/monitoring/test_monitoring_dashboards.py runs every
+panel's query against a real Prometheus."""
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.monitoring.grafana import NODE_VARIABLE, dashboard
+from cluster_plan.monitoring.panels import (
+    Section,
+    ceph_section,
+    device_section,
+    gpu_section,
+    nic_section,
+    node_section,
+    one_node_section,
+    quote,
+    selector,
+    slurm_scope,
+    slurm_section,
+    state_section,
+)
 from cluster_plan.plan.contract import ExpandedPlan, Host, Monitoring
-
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-NODE_VARIABLE = "$node"
-SCHEMA_VERSION = 36  # Grafana 9.x; later versions migrate it on import
-
-
-@dataclass(frozen=True)
-class Panel:
-    title: str
-    exprs: tuple[tuple[str, str], ...]  # (PromQL, legend)
-    unit: str = "short"
-    kind: str = "timeseries"  # or "stat"
-    # (colour, from value) steps; the first starts at -infinity
-    steps: tuple[tuple[str, float | None], ...] = (("green", None),)
-    description: str = ""
-
-
-@dataclass
-class Section:
-    title: str
-    panels: list[Panel] = field(default_factory=list)
-
-
-def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _among(names: list[str]) -> str:
-    """A `node` matcher for these nodes (names keep to the plan's hostname grammar)."""
-    return "node=~" + _quote("|".join(re.escape(n) for n in sorted(set(names))))
-
-
-def _sel(*matchers: str) -> str:
-    present = [m for m in matchers if m]
-    return "{" + ",".join(present) + "}" if present else ""
-
-
-def _above(limit: float, colour: str = "red") -> tuple[tuple[str, float | None], ...]:
-    return (("green", None), (colour, limit))
-
-
-def _below(limit: float) -> tuple[tuple[str, float | None], ...]:
-    return (("red", None), ("green", limit))
-
-
-# ---- sections -------------------------------------------------------------------------------
-
-
-def node_section(scope: str) -> Section:
-    up = _sel('job="node"', scope)
-    return Section(
-        "Nodes and clocks",
-        [
-            Panel("Node exporters up", ((f"sum(up{up})", "up"),), kind="stat"),
-            Panel(
-                "Nodes down per node group",
-                ((f"sum by (node_group) (up{up} == bool 0)", "{{node_group}}"),),
-                steps=_above(1),
-            ),
-            Panel(
-                # chronyd's view (the clock collector): a site reference serving its own
-                # clock counts as synchronised, as the ClockUnsynchronised rule judges it
-                "Clock synchronised or the site's reference (1 = yes)",
-                (
-                    (
-                        f"clamp_max(min by (node) (cluster_plan_clock_synchronised{up})"
-                        f" + min by (node) (cluster_plan_clock_local_reference{up}), 1)",
-                        "{{node}}",
-                    ),
-                ),
-                steps=_below(1),
-            ),
-            Panel(
-                "Clock offset",
-                ((f"max by (node) (abs(node_timex_offset_seconds{up}))", "{{node}}"),),
-                unit="s",
-            ),
-        ],
-    )
-
-
-def _port_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
-    """Device -> planned Gb/s: the NIC's own speed, else its access switch's link speed."""
-    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
-    own = {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
-    out = {}
-    for iface in host["interfaces"].values():
-        gbps = own.get(iface["device"]) or host["link_gbps"]
-        if gbps:
-            out[iface["device"]] = float(gbps)
-    return out
-
-
-def _port_matcher(names: list[str], with_device: list[str], scope: str) -> str:
-    """The scope's matcher when these are all its hosts with the device (one planned value
-    for it), else the hosts by name."""
-    return scope if sorted(names) == sorted(with_device) else _among(names)
-
-
-def nic_section(plan: ExpandedPlan, hosts: list[Host], scope: str) -> Section:
-    """A panel per device and planned speed, and per device and MTU (untagged networks)."""
-    speeds: dict[tuple[str, float], list[str]] = defaultdict(list)
-    mtus: dict[tuple[str, int], list[str]] = defaultdict(list)
-    having: dict[str, list[str]] = defaultdict(list)  # device -> the hosts with it
-    for host in hosts:
-        for device, gbps in _port_speeds(plan, host).items():
-            speeds[(device, gbps)].append(host["hostname"])
-        for iface in host["interfaces"].values():
-            having[iface["device"]].append(host["hostname"])
-            if iface["vlan"] is None:
-                mtus[(iface["device"], iface["mtu"])].append(host["hostname"])
-    panels = []
-    for (device, gbps), names in sorted(speeds.items()):
-        who = _port_matcher(names, having[device], scope)
-        sel = _sel('job="node"', who, f"device={_quote(device)}")
-        panels.append(
-            Panel(
-                f"{device} link speed (plan {gbps:g} Gb/s)",
-                ((f"node_network_speed_bytes{sel} * 8 / 1e9", "{{node}}"),),
-                unit="Gbits",
-                steps=_below(gbps),
-                description="Red below the plan's speed; a link that is down reads -1 B/s.",
-            )
-        )
-    for (device, mtu), names in sorted(mtus.items()):
-        who = _port_matcher(names, having[device], scope)
-        sel = _sel('job="node"', who, f"device={_quote(device)}")
-        panels.append(
-            Panel(
-                f"{device} MTU (plan {mtu})",
-                ((f"node_network_mtu_bytes{sel}", "{{node}}"),),
-                unit="bytes",
-                steps=(("red", None), ("green", float(mtu)), ("red", float(mtu) + 1)),
-            )
-        )
-    return Section("Network ports against the plan", panels)
-
-
-def gpu_section(plan: ExpandedPlan, scope: str) -> Section:
-    sel = _sel(scope)
-    reasons = "|".join(THROTTLE_REASONS)
-    max_temp = float(plan["acceptance"]["gpu"]["max_temp_c"])
-    return Section(
-        "GPUs",
-        [
-            Panel(
-                "GPUs missing against the plan",
-                (
-                    (
-                        f"max by (node) (cluster_plan_gpu_expected{sel}) - "
-                        f"max by (node) (cluster_plan_gpu_present{sel})",
-                        "{{node}}",
-                    ),
-                ),
-                steps=_above(1),
-                description="The plan's GPUs per node less those NVML answers for; a node "
-                "whose NVML does not answer has no value here (see NVML answering).",
-            ),
-            Panel(
-                "GPUs present and planned",
-                (
-                    (f"cluster_plan_gpu_present{sel}", "{{node}} present"),
-                    (f"cluster_plan_gpu_expected{sel}", "{{node}} planned"),
-                ),
-            ),
-            Panel(
-                "NVML answering (1 = yes)",
-                ((f"min by (node) (cluster_plan_gpu_nvml_up{sel})", "{{node}}"),),
-                steps=_below(1),
-            ),
-            Panel(
-                f"GPU temperature (plan limit {max_temp:g} °C)",
-                (
-                    (
-                        f"max by (node, gpu) (cluster_plan_gpu_temperature_celsius{sel})",
-                        "{{node}} GPU {{gpu}}",
-                    ),
-                ),
-                unit="celsius",
-                steps=_above(max_temp),
-            ),
-            Panel(
-                "GPU power per node",
-                ((f"sum by (node) (cluster_plan_gpu_power_watts{sel})", "{{node}}"),),
-                unit="watt",
-            ),
-            Panel(
-                "GPUs throttled, by reason",
-                (
-                    (
-                        "sum by (node, reason) (cluster_plan_gpu_throttle"
-                        + _sel(scope, f"reason=~{_quote(reasons)}")
-                        + ")",
-                        "{{node}} {{reason}}",
-                    ),
-                ),
-                steps=_above(1),
-                description="HW slowdown, SW/HW thermal and power brake; the power cap is "
-                "a board's normal state under load and is left out.",
-            ),
-            Panel(
-                "Uncorrectable ECC errors (volatile) and row remaps",
-                (
-                    (
-                        "sum by (node) (cluster_plan_gpu_ecc_errors"
-                        + _sel(scope, 'scope="volatile"', 'kind="uncorrected"')
-                        + ")",
-                        "{{node}} ECC uncorrected",
-                    ),
-                    (
-                        "sum by (node, kind) (cluster_plan_gpu_remapped_rows"
-                        + _sel(scope, 'kind=~"pending|failure"')
-                        + ")",
-                        "{{node}} rows {{kind}}",
-                    ),
-                ),
-                steps=_above(1),
-            ),
-            Panel(
-                "Last XID per GPU (0: none)",
-                ((f"max by (node, gpu) (cluster_plan_gpu_xid_last{sel})", "{{node}} GPU {{gpu}}"),),
-                steps=_above(1),
-                description="The last XID code the exporter saw on each GPU (every GPU has "
-                "the series); cluster_plan_gpu_xid_events_total counts them per code, from "
-                "a GPU's first XID on.",
-            ),
-        ],
-    )
-
-
-def slurm_scope(scope: str) -> Callable[[str], str]:
-    """A metric of the controller's Slurm collector, about the nodes of the scope: each
-    node's own target labels are on its `up` series."""
-    if not scope:
-        return lambda metric: metric
-    up = _sel('job="node"', scope)
-    nodes = f"(max by (node) (up{up}) * 0 + 1)"
-    return lambda metric: f"({metric} * on (node) group_left () {nodes})"
-
-
-def slurm_section(pick: Callable[[str], str], whole: bool) -> Section:
-    """`pick` restricts a metric to the dashboard's scope."""
-    panels = [
-        Panel(
-            "Slurm node states",
-            (
-                (
-                    f"sum by (partition, state) ({pick('cluster_plan_slurm_node_state')}) > 0",
-                    "{{partition}} {{state}}",
-                ),
-            ),
-        ),
-        Panel(
-            "GPUs allocated by Slurm",
-            (
-                (f"sum({pick('cluster_plan_slurm_node_gpus_allocated')})", "allocated"),
-                (f"sum({pick('cluster_plan_slurm_node_gpus')})", "configured"),
-            ),
-        ),
-    ]
-    if whole:
-        panels += [
-            Panel(
-                "Pending jobs, by partition and account",
-                (
-                    (
-                        "sum by (partition, account) (cluster_plan_slurm_jobs_pending)",
-                        "{{partition}} {{account}}",
-                    ),
-                ),
-            ),
-            Panel(
-                "slurmdbd reachable (1 = yes)",
-                (("min(cluster_plan_slurm_slurmdbd_up)", "slurmdbd"),),
-                kind="stat",
-                steps=_below(1),
-            ),
-        ]
-    return Section("Slurm", panels)
-
-
-def ceph_section(monitoring: Monitoring, osd_hosts: list[str] | None) -> Section:
-    """The whole cluster's Ceph (osd_hosts None), or the OSDs of these hosts."""
-    if osd_hosts is not None:
-        osds = (
-            "ceph_osd_up * on (ceph_daemon) group_left (hostname) "
-            f"ceph_osd_metadata{{hostname=~{_quote('|'.join(map(re.escape, osd_hosts)))}}}"
-        )
-        return Section(
-            "Ceph OSDs on these hosts",
-            [Panel("OSDs up (1 = yes)", ((osds, "{{hostname}} {{ceph_daemon}}"),))],
-        )
-    full = float(monitoring["ceph_pool_full_pct"])
-    used = (
-        "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) * on (pool_id) "
-        "group_left (name) ceph_pool_metadata * 100"
-    )
-    return Section(
-        "Ceph",
-        [
-            Panel(
-                "Ceph health (0 ok, 1 warn, 2 error)",
-                (("max(ceph_health_status)", "health"),),
-                kind="stat",
-                steps=(("green", None), ("orange", 1), ("red", 2)),
-            ),
-            Panel(
-                "OSDs up and in the cluster",
-                (("sum(ceph_osd_up)", "up"), ("count(ceph_osd_up)", "total")),
-                kind="stat",
-            ),
-            Panel(
-                f"Pool use (plan alerts at {full:g} %)",
-                ((used, "{{name}}"),),
-                unit="percent",
-                steps=_above(full),
-            ),
-        ],
-    )
-
-
-def state_section(monitoring: Monitoring, backups: bool) -> Section:
-    days = float(monitoring["acceptance_max_age_days"])
-    panels = [
-        Panel(
-            f"Age of the last acceptance run (plan: {days:g} days)",
-            (("time() - max(cluster_plan_acceptance_last_run_timestamp_seconds)", "age"),),
-            unit="s",
-            kind="stat",
-            steps=_above(days * 86400, "orange"),
-        ),
-        Panel(
-            "Last acceptance passed (1 = yes)",
-            (("min(cluster_plan_acceptance_passed)", "passed"),),
-            kind="stat",
-            steps=_below(1),
-        ),
-        Panel(
-            "Drift findings",
-            (("max(cluster_plan_drift_findings)", "findings"),),
-            kind="stat",
-            steps=_above(1, "orange"),
-        ),
-        Panel(
-            "Collectors succeeding (1 = yes)",
-            (
-                (
-                    "min by (node, collector) (cluster_plan_collector_success)",
-                    "{{node}} {{collector}}",
-                ),
-            ),
-            steps=_below(1),
-        ),
-    ]
-    hours = monitoring["backup_max_age_hours"]
-    if backups and hours is not None:
-        panels += [
-            Panel(
-                f"Age of each node's last backup (plan: {hours:g} h)",
-                (
-                    (
-                        "time() - cluster_plan_backup_last_success_timestamp_seconds",
-                        "{{node}}",
-                    ),
-                ),
-                unit="s",
-                steps=_above(hours * 3600, "orange"),
-            ),
-            Panel(
-                "Last restore drill passed (1 = yes)",
-                (("min by (node) (cluster_plan_backup_drill_passed)", "{{node}}"),),
-                steps=_below(1),
-            ),
-        ]
-    return Section("Acceptance, drift and backups", panels)
-
-
-# ---- dashboards -----------------------------------------------------------------------------
 
 
 def _sections_for(plan: ExpandedPlan, hosts: list[Host], scope: str) -> list[Section]:
@@ -433,136 +59,17 @@ def _monitoring(plan: ExpandedPlan) -> Monitoring:
 def node_sections(plan: ExpandedPlan) -> list[Section]:
     """The per-node dashboard: every panel for the node the `node` variable names. Its
     ports' plan differs per node group: the group dashboards carry those thresholds."""
-    scope = f"node={_quote(NODE_VARIABLE)}"
-    up = _sel('job="node"', scope)
-    sections = [node_section(scope)]
-    sections[0].panels = sections[0].panels[2:]  # per-group counts mean nothing for one node
-    sections[0].panels.insert(
-        0, Panel("Node exporter up", ((f"up{up}", "{{node}}"),), kind="stat", steps=_below(1))
-    )
-    sections.append(
-        Section(
-            "Network ports",
-            [
-                Panel(
-                    "Link speed per device",
-                    ((f"node_network_speed_bytes{up} * 8 / 1e9", "{{device}}"),),
-                    unit="Gbits",
-                ),
-                Panel(
-                    "MTU per device",
-                    (("node_network_mtu_bytes" + _sel(scope, 'device!="lo"'), "{{device}}"),),
-                    unit="bytes",
-                ),
-            ],
-        )
-    )
+    scope = f"node={quote(NODE_VARIABLE)}"
+    sections = [one_node_section(scope), device_section(scope)]
     if any(h["accelerators"] and h["accelerators"]["kind"] == "gpu" for h in _hosts(plan)):
         sections.append(gpu_section(plan, scope))
     if plan["scheduler"] and plan["scheduler"]["type"] == "slurm":
-        sections.append(slurm_section(lambda metric: metric + _sel(scope), False))
+        sections.append(slurm_section(lambda metric: metric + selector(scope), False))
     return sections
 
 
 def _hosts(plan: ExpandedPlan) -> list[Host]:
     return list(plan["hosts"].values())
-
-
-def _uid(cluster: str, kind: str, name: str) -> str:
-    """Grafana's uid: at most 40 characters, stable for a plan."""
-    uid = f"cp-{cluster}-{kind}-{name}"
-    if len(uid) <= 40 and re.fullmatch(r"[A-Za-z0-9_-]+", uid):
-        return uid
-    return "cp-" + hashlib.sha256(uid.encode()).hexdigest()[:32]
-
-
-def _panel_json(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
-    return {
-        "id": pid,
-        "type": panel.kind,
-        "title": panel.title,
-        "description": panel.description,
-        "datasource": DATASOURCE,
-        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
-        "targets": [
-            {"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": e, "legendFormat": lg}
-            for i, (e, lg) in enumerate(panel.exprs)
-        ],
-        "fieldConfig": {
-            "defaults": {
-                "unit": panel.unit,
-                "thresholds": {
-                    "mode": "absolute",
-                    "steps": [{"color": c, "value": v} for c, v in panel.steps],
-                },
-                "color": {"mode": "thresholds" if panel.kind == "stat" else "palette-classic"},
-                "custom": {} if panel.kind == "stat" else {"thresholdsStyle": {"mode": "line"}},
-            },
-            "overrides": [],
-        },
-        "options": {"legend": {"displayMode": "table", "placement": "right"}}
-        if panel.kind == "timeseries"
-        else {"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
-    }
-
-
-def _variables(with_node: bool) -> list[dict[str, Any]]:
-    variables: list[dict[str, Any]] = [
-        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus"}
-    ]
-    if with_node:
-        variables.append(
-            {
-                "name": "node",
-                "label": "Node",
-                "type": "query",
-                "datasource": DATASOURCE,
-                "query": {"query": 'label_values(up{job="node"}, node)', "refId": "node"},
-                "definition": 'label_values(up{job="node"}, node)',
-                "refresh": 2,
-                "sort": 1,
-            }
-        )
-    return variables
-
-
-def dashboard(
-    plan: ExpandedPlan, kind: str, name: str, title: str, sections: list[Section]
-) -> dict[str, Any]:
-    """Grafana's dashboard JSON: a row per section, its panels two to a line."""
-    cluster = plan["cluster"]["name"]
-    panels: list[dict[str, Any]] = []
-    y = 0
-    pid = 1
-    for section in sections:
-        panels.append(
-            {
-                "id": pid,
-                "type": "row",
-                "title": section.title,
-                "collapsed": False,
-                "panels": [],
-                "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
-            }
-        )
-        pid, y = pid + 1, y + 1
-        for i, panel in enumerate(section.panels):
-            panels.append(_panel_json(panel, pid, 12 * (i % 2), y + 8 * (i // 2)))
-            pid += 1
-        y += 8 * ((len(section.panels) + 1) // 2)
-    return {
-        "uid": _uid(cluster, kind, name),
-        "title": f"{cluster}: {title}",
-        "tags": ["cluster-plan", cluster, kind],
-        "timezone": "browser",
-        "schemaVersion": SCHEMA_VERSION,
-        "version": 1,
-        "editable": True,
-        "refresh": "1m",
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": _variables(kind == "node")},
-        "panels": panels,
-    }
 
 
 def _safe(name: str) -> str:
@@ -590,18 +97,9 @@ def dashboards(plan: ExpandedPlan) -> dict[str, dict[str, Any]]:
     labels = {"rack": "rack", "pool": "pool", "group": "node_group"}  # the targets' labels
     for kind, members in scopes.items():
         for value, chosen in sorted(members.items()):
-            scope = f"{labels[kind]}={_quote(value)}"
+            scope = f"{labels[kind]}={quote(value)}"
             out[f"{kind}-{_safe(value)}.json"] = dashboard(
                 plan, kind, value, f"{words[kind]} {value}", _sections_for(plan, chosen, scope)
             )
     out["node.json"] = dashboard(plan, "node", "node", "node $node", node_sections(plan))
     return out
-
-
-def panel_exprs(board: dict[str, Any]) -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every query of a dashboard."""
-    return [
-        (panel["title"], target["expr"])
-        for panel in board["panels"]
-        for target in panel.get("targets", [])
-    ]

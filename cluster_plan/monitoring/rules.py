@@ -3,8 +3,10 @@ profiles, speed and MTU per port from the topology, NICs and networks, the backu
 the acceptance thresholds and freshness, and Ceph pool fullness.
 
 Every alert has a `severity` (warning or critical), a `summary` naming the host, link or pool,
-and a `runbook` line; alerts about one node carry its `node` label, which is what inhibition
-keys on (a node down silences its other alerts). docs/monitoring.md lists each rule."""
+a `description` saying what to do first and a `runbook_url` to its runbook (both from
+cluster_plan.monitoring.runbooks); alerts about one node carry its `node` label, which is what
+inhibition keys on (a node down silences its other alerts). Metrics are named through
+cluster_plan.monitoring.metrics. docs/monitoring.md lists each rule."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from cluster_plan.monitoring import metrics as m
+from cluster_plan.monitoring.runbooks import RUNBOOKS, runbook_url
 from cluster_plan.plan.contract import ExpandedPlan, Host, Monitoring
 
 Rule = dict[str, Any]
@@ -22,15 +26,24 @@ THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 # The labels a collector on the controller gets from its node's target; an alert about
 # another node takes that node's own from its `up` series instead.
 NODE_TARGET_LABELS = ("node_group", "rack", "pool", "teams")
+# Each Ceph pool's use in percent, named (the rules, the dashboards and the status page ask it)
+CEPH_POOL_USED_PCT = (
+    f"{m.CEPH_POOL_STORED.name} / ({m.CEPH_POOL_STORED.name} + {m.CEPH_POOL_MAX_AVAIL.name}) "
+    f"* on (pool_id) group_left (name) {m.CEPH_POOL_METADATA.name} * 100"
+)
 
 
-def _rule(alert: str, expr: str, severity: str, summary: str, runbook: str, wait: str) -> Rule:
+def _rule(alert: str, expr: str, severity: str, summary: str, wait: str) -> Rule:
     return {
         "alert": alert,
         "expr": expr,
         "for": wait,
         "labels": {"severity": severity},
-        "annotations": {"summary": summary, "runbook": runbook},
+        "annotations": {
+            "summary": summary,
+            "description": RUNBOOKS[alert],
+            "runbook_url": runbook_url(alert),
+        },
     }
 
 
@@ -64,7 +77,7 @@ def _about_node(expr: str) -> str:
     """An expression about other nodes, from a collector on the controller, with each node's
     own group, rack, pool and teams (from its `up` series) instead of the controller's."""
     labels = ", ".join(NODE_TARGET_LABELS)
-    own = f'max by (node, {labels}) (up{{job="node"}})'
+    own = f'max by (node, {labels}) ({m.UP.name}{{job="node"}})'
     base = f"max without ({labels}, instance, job) ({expr})"
     return f"({base} * on (node) group_left ({labels}) ({own} * 0 + 1)) or on (node) {base}"
 
@@ -86,13 +99,13 @@ def clock_unsynchronised(plan: ExpandedPlan) -> str:
     reference serving its own clock, which is what it promises."""
     references = time_references(plan)
     if not references:
-        return 'cluster_plan_clock_synchronised{job="node"} == 0'
+        return f'{m.CLOCK_SYNCHRONISED.name}{{job="node"}} == 0'
     chosen = f'job="node",node=~{_alternatives(references)}'
     others = f'job="node",node!~{_alternatives(references)}'
     return (
-        f"cluster_plan_clock_synchronised{{{others}}} == 0 or "
-        f"cluster_plan_clock_synchronised{{{chosen}}} "
-        f"+ cluster_plan_clock_local_reference{{{chosen}}} == 0"
+        f"{m.CLOCK_SYNCHRONISED.name}{{{others}}} == 0 or "
+        f"{m.CLOCK_SYNCHRONISED.name}{{{chosen}}} "
+        f"+ {m.CLOCK_LOCAL_REFERENCE.name}{{{chosen}}} == 0"
     )
 
 
@@ -103,11 +116,9 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     return [
         _rule(
             "NodeDown",
-            'up{job="node"} == 0',
+            f'{m.UP.name}{{job="node"}} == 0',
             "critical",
             "{{ $labels.node }} is down: its node_exporter has not answered for " + wait,
-            "Reach the host (console, BMC); if it is up, check prometheus-node-exporter and "
-            "the firewall; its other alerts are silenced while it is down.",
             wait,
         ),
         _rule(
@@ -115,46 +126,48 @@ def node_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
             clock_unsynchronised(plan),
             "warning",
             "{{ $labels.node }}'s clock is not synchronised",
-            "chronyc tracking and chronyc sources on the host; check the plan's NTP servers "
-            "are reachable from it (a site reference server, cluster.time_reference, may serve "
-            "its own clock instead).",
             clock,
         ),
         # The kernel's sync flag above stays set for a while after chronyd stops (and in the
         # lab's namespace nodes it is the host's): the unit's own state says it at once.
         _rule(
             "ClockServiceStopped",
-            'node_systemd_unit_state{job="node",name=~"chronyd?[.]service",state="active"} == 0',
+            f"{m.NODE_SYSTEMD_UNIT_STATE.name}"
+            '{job="node",name=~"chronyd?[.]service",state="active"} == 0',
             "warning",
             "chrony is not running on {{ $labels.node }}: its clock drifts unchecked",
-            "systemctl status chrony on the host; re-run site.yml's common stage.",
             clock,
         ),
     ]
+
+
+def port_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
+    """Device -> planned Gb/s of a host's ports: the NIC's own speed_gbps, else its access
+    switch's link speed (the dashboards colour their speed panels by it too)."""
+    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
+    own = {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
+    out = {}
+    for iface in host["interfaces"].values():
+        gbps = own.get(iface["device"]) or host["link_gbps"]
+        if gbps:
+            out[iface["device"]] = float(gbps)
+    return out
 
 
 def _port_plan(
     plan: ExpandedPlan,
 ) -> tuple[dict[tuple[str, str, float], set[str]], set[tuple[str, str, int]]]:
     """(node group, device, Gb/s) -> the racks of the hosts whose port runs at that speed, and
-    (node group, device, MTU) of untagged networks. A NIC's own speed_gbps wins over its
-    access switch's link speed."""
+    (node group, device, MTU) of untagged networks."""
     speeds: dict[tuple[str, str, float], set[str]] = defaultdict(set)
     mtus: set[tuple[str, str, int]] = set()
     for host in plan["hosts"].values():
-        nic_speed = _nic_speeds(plan, host)
+        for device, gbps in port_speeds(plan, host).items():
+            speeds[(host["node_group"], device, gbps)].add(host["rack"] or "")
         for iface in host["interfaces"].values():
-            gbps = nic_speed.get(iface["device"]) or host["link_gbps"]
-            if gbps:
-                speeds[(host["node_group"], iface["device"], float(gbps))].add(host["rack"] or "")
             if iface["vlan"] is None:
                 mtus.add((host["node_group"], iface["device"], iface["mtu"]))
     return speeds, mtus
-
-
-def _nic_speeds(plan: ExpandedPlan, host: Host) -> dict[str, float]:
-    nics = plan["hardware"][host["hardware_profile"]].get("nics") or []
-    return {nic["name"]: nic["speed_gbps"] for nic in nics if nic.get("speed_gbps")}
 
 
 def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None, wait: str) -> Rule:
@@ -163,12 +176,10 @@ def _speed_rule(group: str, device: str, gbps: float, racks: set[str] | None, wa
     selector = f'job="node",node_group={_quote(group)},device={_quote(device)}{where}'
     rule = _rule(
         "NicBelowPlanSpeed",
-        f"node_network_speed_bytes{{{selector}}} < {_number(gbps * 1e9 / 8)}",
+        f"{m.NODE_NETWORK_SPEED.name}{{{selector}}} < {_number(gbps * 1e9 / 8)}",
         "warning",
         "{{ $labels.device }} of {{ $labels.node }} runs at {{ $value | humanize }}B/s, "
         f"below the plan's {_number(gbps)} Gb/s",
-        "ethtool on the device: a port negotiated down, a bad cable or optic, or a link that "
-        "is down (-1); compare with the switch port.",
         wait,
     )
     return _planned(rule, node_group=group, device=device, planned_gbps=_number(gbps))
@@ -178,12 +189,10 @@ def _mtu_rule(group: str, device: str, mtu: int, wait: str) -> Rule:
     selector = f'job="node",node_group={_quote(group)},device={_quote(device)}'
     rule = _rule(
         "NicWrongMtu",
-        f"node_network_mtu_bytes{{{selector}}} != {mtu}",
+        f"{m.NODE_NETWORK_MTU.name}{{{selector}}} != {mtu}",
         "warning",
         "{{ $labels.device }} of {{ $labels.node }} has MTU {{ $value }}, "
         + f"the plan says {mtu}",
-        "ip link show on the host; re-run site.yml's common stage (the plan sets the MTU); "
-        "jumbo frames must match on every host and switch port of the network.",
         wait,
     )
     return _planned(rule, node_group=group, device=device, planned_mtu=str(mtu))
@@ -223,11 +232,9 @@ def gpu_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
         _planned(
             _rule(
                 "GpuMissing",
-                f'cluster_plan_gpu_present{{job="node",node_group={_quote(group)}}} < {count}',
+                f'{m.GPU_PRESENT.name}{{job="node",node_group={_quote(group)}}} < {count}',
                 "critical",
                 "{{ $labels.node }} sees {{ $value }} of its " + f"{count} {model} GPUs",
-                "nvidia-smi -L and dmesg on the host (XID 79: fallen off the bus); drain it in the "
-                "scheduler, reseat or replace the GPU.",
                 "2m",
             ),
             node_group=group,
@@ -238,35 +245,29 @@ def gpu_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     on_gpu_nodes = f'job="node",node_group=~{_alternatives(list(groups))}'
     throttle = _minutes(monitoring["throttle_minutes"])
     fatal = [str(x) for x in gpu["fail_on_xids"]]
-    xid = f"cluster_plan_gpu_xid_events_total{{xid=~{_alternatives(fatal)}}}"
+    xid = f"{m.GPU_XID_EVENTS.name}{{xid=~{_alternatives(fatal)}}}"
     rules += [
         _rule(
             "GpuNvmlDown",
-            f"cluster_plan_gpu_nvml_up{{{on_gpu_nodes}}} == 0",
+            f"{m.GPU_NVML_UP.name}{{{on_gpu_nodes}}} == 0",
             "critical",
             "NVML does not answer on {{ $labels.node }}: its GPUs cannot be seen",
-            "nvidia-smi on the host; a driver that did not load (dkms, a kernel update) or "
-            "a GPU that hangs the driver; re-run the nvidia_driver stage.",
             "5m",
         ),
         _rule(
             "GpuThrottled",
-            f"cluster_plan_gpu_throttle{{reason=~{_alternatives(list(THROTTLE_REASONS))}}} == 1",
+            f"{m.GPU_THROTTLE.name}{{reason=~{_alternatives(list(THROTTLE_REASONS))}}} == 1",
             "warning",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} is throttled ({{ $labels.reason }}) "
             f"for {throttle}",
-            "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER; thermal: airflow, fans, inlet "
-            "temperature of the rack; power brake: the PSUs or the rack's feed.",
             throttle,
         ),
         _rule(
             "GpuTooHot",
-            f"cluster_plan_gpu_temperature_celsius > {_number(gpu['max_temp_c'])}",
+            f"{m.GPU_TEMPERATURE.name} > {_number(gpu['max_temp_c'])}",
             "warning",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} is at {{ $value }} °C, above the "
             f"plan's {_number(gpu['max_temp_c'])} °C",
-            "Check the rack's cooling and the node's fans; acceptance.gpu.max_temp_c is the "
-            "plan's limit.",
             throttle,
         ),
         _rule(
@@ -274,35 +275,29 @@ def gpu_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
             f"({xid} - {xid} offset 1h) > 0 or ({xid} unless {xid} offset 1h)",
             "critical",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} reported XID {{ $labels.xid }}",
-            "dmesg | grep -i xid on the host; drain the node; the XID catalog says whether a "
-            "reset, a reboot or an RMA follows (acceptance.gpu.fail_on_xids lists these).",
             "0s",
         ),
         _rule(
             "GpuEccUncorrectable",
-            'cluster_plan_gpu_ecc_errors{scope="volatile",kind="uncorrected"} > '
+            f'{m.GPU_ECC_ERRORS.name}{{scope="volatile",kind="uncorrected"}} > '
             f"{gpu['max_ecc_uncorrected']}",
             "critical",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} has {{ $value }} uncorrectable ECC "
             "errors since its driver loaded",
-            "Drain the node and reset the GPU (nvidia-smi -r); if errors return, RMA it.",
             "0s",
         ),
         _rule(
             "GpuRowRemapFailure",
-            'cluster_plan_gpu_remapped_rows{kind="failure"} > 0',
+            f'{m.GPU_REMAPPED_ROWS.name}{{kind="failure"}} > 0',
             "critical",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} failed to remap a memory row",
-            "The GPU has run out of spare rows: drain the node and RMA the GPU.",
             "0s",
         ),
         _rule(
             "GpuRowRemapPending",
-            'cluster_plan_gpu_remapped_rows{kind="pending"} > '
-            f"{gpu['max_remapped_rows_pending']}",
+            f'{m.GPU_REMAPPED_ROWS.name}{{kind="pending"}} > {gpu["max_remapped_rows_pending"]}',
             "warning",
             "GPU {{ $labels.gpu }} of {{ $labels.node }} has {{ $value }} row remaps pending",
-            "Drain the node and reset the GPU so the remap takes effect.",
             "0s",
         ),
     ]
@@ -317,43 +312,35 @@ def ceph_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
         return []
     cluster = plan["cluster"]["name"]
     full = monitoring["ceph_pool_full_pct"]
-    used = (
-        "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) * on (pool_id) "
-        "group_left (name) ceph_pool_metadata * 100"
-    )
     return [
         _rule(
             "CephHealthWarning",
-            "ceph_health_status == 1",
+            f"{m.CEPH_HEALTH_STATUS.name} == 1",
             "warning",
             f"Ceph of cluster {cluster} reports HEALTH_WARN",
-            "ceph health detail on a monitor host.",
             "5m",
         ),
         _rule(
             "CephHealthError",
-            "ceph_health_status == 2",
+            f"{m.CEPH_HEALTH_STATUS.name} == 2",
             "critical",
             f"Ceph of cluster {cluster} reports HEALTH_ERR",
-            "ceph health detail on a monitor host; data may be unavailable.",
             "1m",
         ),
         _rule(
             "CephOsdDown",
-            "label_replace(ceph_osd_up * on (ceph_daemon) group_left (hostname) "
-            'ceph_osd_metadata, "node", "$1", "hostname", "(.*)") == 0',
+            f"label_replace({m.CEPH_OSD_UP.name} * on (ceph_daemon) group_left (hostname) "
+            f'{m.CEPH_OSD_METADATA.name}, "node", "$1", "hostname", "(.*)") == 0',
             "critical",
             "{{ $labels.ceph_daemon }} on {{ $labels.hostname }} is down",
-            "systemctl status ceph-osd@ID on the host; its disk (smartctl, dmesg).",
             _minutes(monitoring["alert_after_minutes"]["ceph_osd"]),
         ),
         _rule(
             "CephPoolNearlyFull",
-            f"{used} > {_number(full)}",
+            f"{CEPH_POOL_USED_PCT} > {_number(full)}",
             "warning",
             'Ceph pool {{ $labels.name }} is {{ $value | printf "%.0f" }} % full '
             f"(the plan alerts at {_number(full)} %)",
-            "ceph df detail; add OSDs or free space before Ceph stops writes at its full ratio.",
             "5m",
         ),
     ]
@@ -364,23 +351,21 @@ def slurm_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     if not scheduler or scheduler["type"] != "slurm":
         return []
     after = monitoring["alert_after_minutes"]
-    state = 'cluster_plan_slurm_node_state{{state="{}"}} == 1'
+    state = m.SLURM_NODE_STATE.name + '{{state="{}"}} == 1'
     return [
         _rule(
             "SlurmNodeDown",
             _about_node(state.format("down")),
             "critical",
             "Slurm node {{ $labels.node }} is down in partition {{ $labels.partition }}",
-            "sinfo -R for the reason; scontrol update nodename=NODE state=resume once fixed.",
             _minutes(after["slurm_down"]),
         ),
         _rule(
             "SlurmNodeDrained",
-            _about_node('cluster_plan_slurm_node_state{state=~"drained|draining"} == 1'),
+            _about_node(f'{m.SLURM_NODE_STATE.name}{{state=~"drained|draining"}} == 1'),
             "warning",
             "Slurm node {{ $labels.node }} is {{ $labels.state }} in partition "
             "{{ $labels.partition }}",
-            "sinfo -R names who drained it and why; resume it when the reason is gone.",
             _minutes(after["slurm_drained"]),
         ),
     ]
@@ -394,13 +379,10 @@ def backup_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     rules = [
         _rule(
             "BackupTooOld",
-            "time() - cluster_plan_backup_last_success_timestamp_seconds > "
-            f"{_number(hours * 3600)}",
+            f"time() - {m.BACKUP_LAST_SUCCESS.name} > {_number(hours * 3600)}",
             "warning",
             "The last backup of {{ $labels.node }} is {{ $value | humanizeDuration }} old; "
             f"the plan's schedule ({backups['schedule']}) allows {_number(hours)} h",
-            "cluster-plan backup status PLAN --hosts NODE; journalctl -u "
-            "cluster-plan-backup on the node.",
             "0s",
         )
     ]
@@ -408,11 +390,9 @@ def backup_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
         rules.append(
             _rule(
                 "BackupDrillFailed",
-                "cluster_plan_backup_drill_passed == 0",
+                f"{m.BACKUP_DRILL_PASSED.name} == 0",
                 "warning",
                 "The last restore drill of {{ $labels.node }}'s backup failed",
-                "cluster-plan backup status PLAN --hosts NODE shows the drill's error; a "
-                "backup that cannot be restored is no backup.",
                 "0s",
             )
         )
@@ -425,28 +405,24 @@ def acceptance_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     return [
         _rule(
             "AcceptanceStale",
-            "time() - cluster_plan_acceptance_last_run_timestamp_seconds > "
-            f"{_number(days * 86400)}",
+            f"time() - {m.ACCEPTANCE_LAST_RUN.name} > {_number(days * 86400)}",
             "warning",
             f"Acceptance of cluster {cluster} last ran "
             "{{ $value | humanizeDuration }} ago, more than the plan's " + f"{_number(days)} days",
-            "ansible-playbook playbooks/acceptance.yml (or cluster-plan acceptance PLAN).",
             "0s",
         ),
         _rule(
             "AcceptanceFailed",
-            "cluster_plan_acceptance_passed == 0",
+            f"{m.ACCEPTANCE_PASSED.name} == 0",
             "critical",
             f"The last acceptance run of cluster {cluster} failed",
-            "cluster-plan report on the last acceptance.json names the failing links and nodes.",
             "0s",
         ),
         _rule(
             "CollectorFailing",
-            "cluster_plan_collector_success == 0",
+            f"{m.COLLECTOR_SUCCESS.name} == 0",
             "warning",
             "The {{ $labels.collector }} collector on {{ $labels.node }} failed its last run",
-            "journalctl for the collector's unit on the host names the reason.",
             "15m",
         ),
     ]

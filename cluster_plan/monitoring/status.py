@@ -17,27 +17,29 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from cluster_plan.monitoring.rules import THROTTLE_REASONS
+from cluster_plan.monitoring import metrics as m
+from cluster_plan.monitoring.rules import CEPH_POOL_USED_PCT, THROTTLE_REASONS
 from cluster_plan.output_files import html_mark
+from cluster_plan.page.shell import page
+from cluster_plan.page.table import Row, table
 
 STATUS_MARK = html_mark("monitoring status")  # `monitoring status -o` replaces only such a page
 
 STATUS_QUERIES = {
-    "gpu_present": "cluster_plan_gpu_present",
-    "gpu_expected": "cluster_plan_gpu_expected",
-    "gpu_nvml_up": "min by (node) (cluster_plan_gpu_nvml_up)",
-    "gpu_temp_max": "max by (node) (cluster_plan_gpu_temperature_celsius)",
-    "gpu_power": "sum by (node) (cluster_plan_gpu_power_watts)",
+    "gpu_present": m.GPU_PRESENT.name,
+    "gpu_expected": m.GPU_EXPECTED.name,
+    "gpu_nvml_up": f"min by (node) ({m.GPU_NVML_UP.name})",
+    "gpu_temp_max": f"max by (node) ({m.GPU_TEMPERATURE.name})",
+    "gpu_power": f"sum by (node) ({m.GPU_POWER.name})",
     # GPUs with any of the alerting throttle reasons set (not reasons: a GPU has several)
-    "gpu_throttled": "count by (node) (max by (node, gpu) (cluster_plan_gpu_throttle{reason=~"
+    "gpu_throttled": f"count by (node) (max by (node, gpu) ({m.GPU_THROTTLE.name}{{reason=~"
     + '"'
     + "|".join(THROTTLE_REASONS)
     + '"}) == 1)',
-    "ceph_health": "max(ceph_health_status)",
-    "ceph_osds_up": "sum(ceph_osd_up)",
-    "ceph_osds": "count(ceph_osd_up)",
-    "ceph_pool_used_pct": "ceph_pool_stored / (ceph_pool_stored + ceph_pool_max_avail) "
-    "* on (pool_id) group_left (name) ceph_pool_metadata * 100",
+    "ceph_health": f"max({m.CEPH_HEALTH_STATUS.name})",
+    "ceph_osds_up": f"sum({m.CEPH_OSD_UP.name})",
+    "ceph_osds": f"count({m.CEPH_OSD_UP.name})",
+    "ceph_pool_used_pct": CEPH_POOL_USED_PCT,
 }
 TIMEOUT_S = 30
 
@@ -113,13 +115,10 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> str:
-    """rows: (CSS class of the row, already escaped cells)."""
-    cells = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join(
-        f'<tr class="{cls}">' + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for cls, row in rows
-    )
-    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+def _first_step(notes: dict[str, str]) -> str:
+    """What to do first: the rules' `description` (`runbook` in rule files written before
+    the annotation took the mixins' names)."""
+    return notes.get("description") or notes.get("runbook", "")
 
 
 def alerts_html(answers: dict[str, Any]) -> str:
@@ -140,20 +139,20 @@ def alerts_html(answers: dict[str, Any]) -> str:
         labels, notes = alert.get("labels", {}), alert.get("annotations", {})
         severity = labels.get("severity", "")
         rows.append(
-            (
-                "bad" if severity == "critical" else "warn",
+            Row(
                 [
                     escape(severity),
                     escape(labels.get("alertname", "")),
                     escape(labels.get("node", "")),
                     escape(notes.get("summary", "")),
-                    escape(notes.get("runbook", "")),
+                    escape(_first_step(notes)),
                     escape(str(alert.get("activeAt", ""))[:19].replace("T", " ")),
                 ],
+                "bad" if severity == "critical" else "warn",
             )
         )
     head = ["severity", "alert", "node", "summary", "runbook", "since (UTC)"]
-    return _table(head, rows)
+    return table(head, rows)
 
 
 def _target_counts(answers: dict[str, Any], key: str) -> dict[str, tuple[list[str], list[str]]]:
@@ -173,18 +172,10 @@ def targets_html(answers: dict[str, Any]) -> str:
     for key, word in (("node_group", "node group"), ("rack", "rack")):
         rows = []
         for value, (up, down) in sorted(_target_counts(answers, key).items()):
-            rows.append(
-                (
-                    "bad" if down else "ok",
-                    [
-                        escape(value),
-                        str(len(up)),
-                        str(len(down)),
-                        escape(", ".join(sorted(down))) or "-",
-                    ],
-                )
-            )
-        parts.append(f"<h3>per {word}</h3>" + _table([word, "up", "down", "nodes down"], rows))
+            nodes_down = escape(", ".join(sorted(down))) or "-"
+            cells = [escape(value), str(len(up)), str(len(down)), nodes_down]
+            rows.append(Row(cells, "bad" if down else "ok"))
+        parts.append(f"<h3>per {word}</h3>" + table([word, "up", "down", "nodes down"], rows))
     return "".join(parts)
 
 
@@ -193,8 +184,7 @@ def _gpu_row(node: str, answers: dict[str, Any], cols: dict[str, dict[str, float
     nvml = cols["gpu_nvml_up"].get(node)
     throttled = cols["gpu_throttled"].get(node, 0.0)
     bad = nvml == 0 or (present is not None and expected is not None and present < expected)
-    return (
-        "bad" if bad else ("warn" if throttled else "ok"),
+    return Row(
         [
             escape(node),
             f"{_num(present)} / {_num(expected)}",
@@ -203,6 +193,7 @@ def _gpu_row(node: str, answers: dict[str, Any], cols: dict[str, dict[str, float
             _num(cols["gpu_power"].get(node)),
             _num(throttled),
         ],
+        "bad" if bad else ("warn" if throttled else "ok"),
     )
 
 
@@ -213,7 +204,7 @@ def gpu_html(answers: dict[str, Any]) -> str:
     if not nodes:
         return "<p>No GPU node reports.</p>"
     head = ["node", "GPUs present / planned", "NVML", "max °C", "power W", "GPUs throttled"]
-    return _table(head, [_gpu_row(node, answers, cols) for node in nodes])
+    return table(head, [_gpu_row(node, answers, cols) for node in nodes])
 
 
 def ceph_html(answers: dict[str, Any]) -> str:
@@ -227,13 +218,13 @@ def ceph_html(answers: dict[str, Any]) -> str:
     osds = f"{_num(up[0][1] if up else None)} of {_num(total[0][1] if total else None)} up"
     cls = "ok" if level == 0 else ("warn" if level == 1 else "bad")
     rows = [
-        (
-            "warn" if used >= 85 else "ok",
+        Row(
             [escape(labels.get("name", labels.get("pool_id", "?"))), f"{used:.1f} %"],
+            "warn" if used >= 85 else "ok",
         )
         for labels, used in sorted(_vector(answers, "ceph_pool_used_pct"), key=lambda x: -x[1])
     ]
-    return f'<p class="{cls}">Ceph: {escape(word)}; OSDs {osds}.</p>' + _table(
+    return f'<p class="{cls}">Ceph: {escape(word)}; OSDs {osds}.</p>' + table(
         ["pool", "used"], rows
     )
 
@@ -275,18 +266,17 @@ def status_html(answers: dict[str, Any]) -> str:
     """The page. AnswerError when a part is not a Prometheus API answer."""
     when = datetime.fromtimestamp(float(answers.get("time", 0)), UTC)
     source = escape(str(answers.get("source", "")))
-    sections = [
+    parts = [
         ("Alerts firing", alerts_html(answers)),
         ("Scrape targets (node_exporter)", targets_html(answers)),
         ("GPUs", gpu_html(answers)),
         ("Ceph", ceph_html(answers)),
     ]
-    body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{STATUS_MARK}'
-        "<title>Cluster status</title>"
-        f"<style>{_CSS}</style></head><body><h1>Cluster status</h1>"
+    sections = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in parts)
+    body = (
+        "<h1>Cluster status</h1>"
         f'<p class="meta">From Prometheus at {source}; GPU and Ceph values at '
         f"{when:%Y-%m-%d %H:%M:%S} UTC, alerts and targets as it answered.</p>"
-        f"{summary_html(answers)}{body}</body></html>\n"
+        f"{summary_html(answers)}{sections}"
     )
+    return page("Cluster status", body, _CSS, STATUS_MARK)

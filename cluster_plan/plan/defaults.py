@@ -25,6 +25,7 @@ from typing import Any
 from cluster_plan.plan.catalog import nvswitch_default
 from cluster_plan.plan.oncalendar import longest_gap_hours
 from cluster_plan.plan.power import AIR_COOLING_MAX_KW, TYPICAL_LOAD_PCT, WARN_UTILIZATION_PCT
+from cluster_plan.plan.roles import CEPHFS_CLIENT_ROLES
 
 # XIDs that take a GPU out of service (NVIDIA XID catalog): double-bit ECC, internal
 # micro-controller halt, row remap failure, NVLink error, fallen off the bus, high single-bit
@@ -133,7 +134,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "storage.ceph.cephfs": None,
     "storage.ceph.cephfs.name": "cephfs",
     "storage.ceph.cephfs.mount": "/mnt/cephfs",
-    "storage.ceph.cephfs.clients": ["slurm_compute", "login", "k8s_worker"],
+    "storage.ceph.cephfs.clients": list(CEPHFS_CLIENT_ROLES),
     "storage.ceph.cephfs.client": "kernel",
     "storage.ceph.zap": [],
     "storage.ceph.config": {},

@@ -1,16 +1,27 @@
-"""Findings: every problem found in a plan, with where it is and what to do about it."""
+"""Findings: every problem found in a plan, with where it is and what to do about it; and the
+one severity scale every finding of every command is reported on.
+
+A plan's finding is a Finding (its code in cluster_plan.plan.finding_codes); a live host's is a
+HostFinding (cluster_plan.day2.remote.findings), an acceptance run's a verdict's Finding
+(cluster_plan.acceptance.verdicts). Each says how bad it is on SEVERITIES; the acceptance
+report's own word for an error, `fault`, is put on the scale where the JSON envelope carries
+it (envelope_finding)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from cluster_plan.plan.secrets import mask_userinfo
 
 Severity = Literal["error", "warning"]
+# error: a check failed; warning: worth a look, and no check failed for it
+SEVERITIES: tuple[Severity, ...] = ("error", "warning")
+# Other words a command's own document uses for a finding's severity, on the scale.
+SEVERITY_WORDS: dict[str, Severity] = {"fault": "error"}
 PathPart = str | int
 JsonPath = tuple[PathPart, ...]
 
@@ -92,6 +103,16 @@ class Finding:
         if self.hint:
             lines.append(f"    hint: {self.hint}")
         return mask_userinfo("\n".join(lines))
+
+
+def envelope_finding(finding: Mapping[str, Any]) -> dict[str, Any]:
+    """A command's finding as the JSON envelope carries it: its severity on the one scale,
+    and, where its own document says it in another word (an acceptance report's `fault`),
+    that word as `report_severity`."""
+    word = finding.get("severity")
+    if not isinstance(word, str) or word not in SEVERITY_WORDS:
+        return dict(finding)
+    return {**finding, "severity": SEVERITY_WORDS[word], "report_severity": word}
 
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -73,9 +73,18 @@ _CONSTRUCTED = (
 _CONSTRUCTED_CUTOFF = 0.85
 
 
-def _unknown_key(
-    key: str, known: list[str], path: JsonPath
-) -> tuple[str, str, str | None, JsonPath, bool]:
+class Described(NamedTuple):
+    """A schema error as a finding: its code, message, hint, path, and whether it points at a
+    key rather than a value."""
+
+    code: str
+    message: str
+    hint: str | None
+    path: JsonPath
+    at_key: bool
+
+
+def _unknown_key(key: str, known: list[str], path: JsonPath) -> Described:
     plan_keys = [k for k in known if path or k not in _CONSTRUCTED]
     close = difflib.get_close_matches(key, known, n=len(known), cutoff=0.6)
     close = [
@@ -92,10 +101,10 @@ def _unknown_key(
         )
     else:
         hint = "allowed keys: " + ", ".join(known) if known else None
-    return "unknown-key", f"unknown key {key!r}", hint, (*path, key), True
+    return Described("unknown-key", f"unknown key {key!r}", hint, (*path, key), True)
 
 
-def _describe_all(error: ValidationError) -> list[tuple[str, str, str | None, JsonPath, bool]]:
+def _describe_all(error: ValidationError) -> list[Described]:
     """As _describe, with one finding per unknown key: one typo must not hide the next."""
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = _subschema_properties(error)
@@ -105,9 +114,6 @@ def _describe_all(error: ValidationError) -> list[tuple[str, str, str | None, Js
     return [_describe(error)]
 
 
-Described = tuple[str, str, str | None, JsonPath, bool]
-
-
 def _describe(error: ValidationError) -> Described:
     """code, message, hint, path, and whether the finding points at a key."""
     path: JsonPath = tuple(error.absolute_path)
@@ -115,13 +121,13 @@ def _describe(error: ValidationError) -> Described:
         return _bad_name(error, path)
     describe = _BY_VALIDATOR.get(str(error.validator))
     described = describe(error, path) if describe is not None else None
-    return described or ("schema", error.message, None, path, False)
+    return described or Described("schema", error.message, None, path, False)
 
 
 def _bad_name(error: ValidationError, path: JsonPath) -> Described:
     name = str(error.instance)  # the caller saw a string
     described = error.schema.get("description") if isinstance(error.schema, dict) else None
-    return (
+    return Described(
         "name",
         f"{name!r} is not a valid name",
         described or "names start with a lower-case letter; then letters, digits, '-' or '_'",
@@ -140,7 +146,7 @@ def _additional(error: ValidationError, path: JsonPath) -> Described | None:
 
 def _required(error: ValidationError, path: JsonPath) -> Described:
     missing = str(error.message).split("'")[1] if "'" in error.message else error.message
-    return "missing-key", f"required key {missing!r} is missing", None, path, False
+    return Described("missing-key", f"required key {missing!r} is missing", None, path, False)
 
 
 _PYTHON_TYPES = {
@@ -161,7 +167,7 @@ def _type(error: ValidationError, path: JsonPath) -> Described:
         'quote dates and times, e.g. "2027-01-05T02:00:00"' if got in ("datetime", "date") else None
     )
     message = f"expected {error.validator_value}, got {got} ({error.instance!r})"
-    return "type", message, hint, path, False
+    return Described("type", message, hint, path, False)
 
 
 def _enum(error: ValidationError, path: JsonPath) -> Described:
@@ -169,24 +175,24 @@ def _enum(error: ValidationError, path: JsonPath) -> Described:
     allowed = ", ".join(choices)
     close = difflib.get_close_matches(str(error.instance), choices, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"one of: {allowed}"
-    return "enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False
+    return Described("enum", f"{error.instance!r} is not one of: {allowed}", hint, path, False)
 
 
 def _const(error: ValidationError, path: JsonPath) -> Described:
-    return "value", f"must be {error.validator_value!r}", None, path, False
+    return Described("value", f"must be {error.validator_value!r}", None, path, False)
 
 
 def _range(error: ValidationError, path: JsonPath) -> Described:
     message = f"{error.instance!r} is out of range ({error.validator} {error.validator_value})"
-    return "range", message, None, path, False
+    return Described("range", message, None, path, False)
 
 
 def _empty(error: ValidationError, path: JsonPath) -> Described:
-    return "empty", "must not be empty", None, path, False
+    return Described("empty", "must not be empty", None, path, False)
 
 
 def _unique(error: ValidationError, path: JsonPath) -> Described:
-    return "duplicate-item", "list items must be unique", None, path, False
+    return Described("duplicate-item", "list items must be unique", None, path, False)
 
 
 def _one_of(error: ValidationError, path: JsonPath) -> Described | None:
@@ -204,7 +210,7 @@ def _one_of(error: ValidationError, path: JsonPath) -> Described | None:
         return None
     desc = error.schema.get("description") if isinstance(error.schema, dict) else None
     message = f"expected {' or '.join(kinds)}, got {_kind(error.instance)}"
-    return "type", message, desc, path, False
+    return Described("type", message, desc, path, False)
 
 
 _SHOWN_CHARACTERS = 60
@@ -215,9 +221,7 @@ def _grammar(error: ValidationError) -> str:
     return str(title) if title else "valid here"
 
 
-def _grammar_finding(
-    error: ValidationError, path: JsonPath
-) -> tuple[str, str, str | None, JsonPath, bool]:
+def _grammar_finding(error: ValidationError, path: JsonPath) -> Described:
     """A string outside its grammar: the message names the grammar (a host name, an absolute
     path), the hint states it in words; a huge value is shown cut, with its length."""
     desc = error.schema.get("description") if isinstance(error.schema, dict) else None
@@ -227,8 +231,8 @@ def _grammar_finding(
         shown += f"... ({len(value)} characters)"
     if error.validator == "maxLength":
         message = f"{shown} is too long (at most {error.validator_value} characters)"
-        return "format", message, desc, path, False
-    return "format", f"{shown} is not {_grammar(error)}", desc, path, False
+        return Described("format", message, desc, path, False)
+    return Described("format", f"{shown} is not {_grammar(error)}", desc, path, False)
 
 
 _KIND_NAMES = {
@@ -278,9 +282,11 @@ def schema_findings(doc: PlanDocument) -> list[Finding]:
     findings = []
     for top in _validator().iter_errors(doc.data):
         for error in _leaf_errors(top):
-            for code, message, hint, path, at_key in _describe_all(error):
-                finding = Finding(code, message, path, hint=hint)
-                findings.append(doc.place(finding, key=at_key))
+            for described in _describe_all(error):
+                finding = Finding(
+                    described.code, described.message, described.path, hint=described.hint
+                )
+                findings.append(doc.place(finding, key=described.at_key))
     return findings
 
 

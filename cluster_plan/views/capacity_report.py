@@ -7,6 +7,8 @@ from html import escape
 from typing import Any
 
 from cluster_plan.output_files import html_mark
+from cluster_plan.page.shell import page
+from cluster_plan.page.table import Cell, table
 
 CAPACITY_MARK = html_mark("capacity")  # `capacity --html` replaces only a page with it
 
@@ -106,15 +108,9 @@ def _bar(rack: dict[str, Any], key: str, warn_pct: float) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], numeric: set[int]) -> list[str]:
-    out = ["<table>", "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
-    for row in rows:
-        cells = "".join(
-            f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
-            for i, c in enumerate(row)
-        )
-        out.append(f"<tr>{cells}</tr>")
-    out.append("</table>")
-    return out
+    """A table of HTML cells; the columns in `numeric` align right (class n)."""
+    cells = [[Cell(c, "n") if i in numeric else c for i, c in enumerate(row)] for row in rows]
+    return [table(head, cells)]
 
 
 def _rack_rows(model: dict[str, Any]) -> list[list[str]]:
@@ -141,9 +137,6 @@ def render_html(model: dict[str, Any]) -> str:
     totals = model["totals"]
     title = f"{model['cluster']}: capacity"
     parts = [
-        "<!DOCTYPE html>",
-        f'<html lang="en"><head><meta charset="utf-8">{CAPACITY_MARK}',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>{totals['nodes']} nodes, {escape(_gpus(totals['gpus']))}; "
         f"{_num(totals['peak_kw'], ' kW')} at full load, {_num(totals['typical_kw'], ' kW')} "
@@ -188,8 +181,7 @@ def render_html(model: dict[str, Any]) -> str:
         f"<p>suppressed by the plan: {s['count']} x {escape(s['code'])}: {escape(s['reason'])}</p>"
         for s in model["suppressed"]
     ]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return page(title, "\n".join(parts), _CSS, CAPACITY_MARK)
 
 
 def _findings(findings: list[dict[str, Any]]) -> list[str]:

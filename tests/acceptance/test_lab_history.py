@@ -9,7 +9,7 @@ lowered to 8 Gb/s (the lab plan's 9 Gb/s would fail an 85 % link outright: the l
 links give about 9.8 plan Gb/s of TCP goodput); the clean run holds every pair to 9 Gb/s
 itself. The bandwidth tolerance is -10 %, between the lab's noise and the fault: between clean
 runs a pair's figure moved by -5.1 % to +4.3 % on a quiet machine, but every pair by -7.8 % to
--9.0 % in fresh-clone run ci13, where this test ran beside the session converge's installs; a
+-9.0 % in a fresh-clone run, where this test ran beside the session converge's installs; a
 90 % link's pairs moved by -9.0 % to -15 % (docs/acceptance.md), so the shaped link is at 85 %
 now. The clean run is the history's first: one run fewer than a clean test of its own.
 """

@@ -21,7 +21,7 @@ from cluster_plan.acceptance.history import History
 from cluster_plan.cli import main
 from cluster_plan.cli.app import build_parser, command_name
 from cluster_plan.cli.reporters import REPORTERS, JsonReporter, Reporter, TextReporter
-from cluster_plan.plan.findings import Finding
+from cluster_plan.plan.findings import SEVERITIES, Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
@@ -178,6 +178,23 @@ def test_json_stdout_is_one_envelope(
         assert (document["error"]["file"] or document["error"]["message"]) in err
     elif case.status == "error":  # validate: an unreadable plan is a finding, exit 2
         assert [f["code"] for f in document["findings"]] == ["file-not-found"]
+    # one severity scale, whichever command found it
+    assert {f["severity"] for f in document["findings"]} <= set(SEVERITIES)
+
+
+def test_an_acceptance_fault_is_an_error_in_the_envelope(
+    paths: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A program keeping the envelope's errors keeps an acceptance run's faults; the report's
+    own word stays in the report and beside the severity."""
+    argv = [part.format(**paths) for part in CASES["acceptance failed"].argv]
+    code, out, _ = _run([*argv, "--format", "json"], capsys)
+    document = envelope(out)
+    report = document["result"]["findings"]
+    assert code == 1 and report and {f["severity"] for f in report} == {"fault"}
+    errors = [f for f in document["findings"] if f["severity"] == "error"]
+    assert len(errors) == len(report)
+    assert all(f["report_severity"] == "fault" for f in errors)
 
 
 def test_the_findings_of_a_result_are_in_the_envelope(

@@ -123,7 +123,7 @@ def test_a_source_file_rotated_while_it_is_read_is_not_held_against_the_snapshot
 ) -> None:
     """slurmctld renames its state files (part_state -> part_state.old) at any moment: one
     that goes, or is replaced, between the drill's look at it and its read is changed since
-    the snapshot (as ci14 met it on head01), not a failed drill."""
+    the snapshot (as a CI run met it on head01), not a failed drill."""
     source, restored = tmp_path / "source", tmp_path / "restored"
     _tree(source, {"state/part_state.old": "a", "state/node_state": "same"})
     _tree(restored, {"state/part_state.old": "a", "state/node_state": "same"})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's hardware check, for a session lent the GPU machine. From the repository root:
+# The GPU roles' hardware check, for a session lent the GPU machine. From the repository root:
 #   OUT=/some/dir bash tests/gpu/device_check.sh
 # Needs python3 with nvidia-ml-py and PyYAML; no Ansible. Writes facts.json (nvml_facts),
 # h200-1.json and h100-8.json (gpu_health against a 1x H200 and an 8x H100 plan) and
@@ -48,7 +48,7 @@ done
 "$PY" tests/gpu/nvml_replay.py record "$OUT/recording.json" > /dev/null
 echo "recording: rc=$? -> $OUT/recording.json"
 
-# Issue 27, item 7: the collectives program on real CUDA, where python3 has a CUDA build of
+# The collectives program on real CUDA, where python3 has a CUDA build of
 # torch. One GPU: the all-reduce has one rank (busbw is 0 by definition, algbw is the time of
 # NCCL's one-rank operation), which still runs the program's NCCL path end to end; the DDP job
 # trains on the GPU through torchrun. Writes allreduce-nccl.json and train-nccl.json.

@@ -17,9 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from cluster_plan.cli import main
 from cluster_plan.exporters.gpu import THROTTLE_BITS, collect_gpu, read_nvml
 from cluster_plan.exporters.textfile import exposition, run_collector
+from cluster_plan.monitoring import metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# METRICS.md's GPU list, as the exposition names them (the counter with its _total)
+# docs/METRICS.md's GPU list, as the exposition names them (counters with their _total)
 PINNED = {
     "cluster_plan_gpu_nvml_up",
     "cluster_plan_gpu_expected",
@@ -29,11 +30,11 @@ PINNED = {
     "cluster_plan_gpu_power_limit_watts",
     "cluster_plan_gpu_sm_clock_hertz",
     "cluster_plan_gpu_throttle",
-    "cluster_plan_gpu_ecc_errors",
+    "cluster_plan_gpu_ecc_errors_total",
     "cluster_plan_gpu_remapped_rows",
     "cluster_plan_gpu_xid_last",
     "cluster_plan_gpu_xid_events_total",
-    "cluster_plan_gpu_nvlink_errors",
+    "cluster_plan_gpu_nvlink_errors_total",
 }
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -74,7 +75,7 @@ def test_healthy_node_every_pinned_metric(tmp_path: Path) -> None:
     recording = copy.deepcopy(fixture("healthy_8x_h100"))
     recording["events"] = [{"device": 1, "xid": 31}]  # an application's MMU fault
     samples = export(recording, tmp_path / "xid.json")
-    assert names(samples) == PINNED
+    assert names(samples) == PINNED == {m.name for m in metrics.of_source("gpu")}
     assert samples[("cluster_plan_gpu_nvml_up", node())] == 1
     assert samples[("cluster_plan_gpu_expected", node())] == 8
     assert samples[("cluster_plan_gpu_present", node())] == 8
@@ -90,7 +91,7 @@ def test_healthy_node_every_pinned_metric(tmp_path: Path) -> None:
         ecc = {
             (dict(labels)["scope"], dict(labels)["kind"]): value
             for (name, labels), value in samples.items()
-            if name == "cluster_plan_gpu_ecc_errors" and dict(labels)["gpu"] == str(i)
+            if name == "cluster_plan_gpu_ecc_errors_total" and dict(labels)["gpu"] == str(i)
         }
         assert ecc == {
             ("volatile", "corrected"): 0,
@@ -98,7 +99,9 @@ def test_healthy_node_every_pinned_metric(tmp_path: Path) -> None:
             ("aggregate", "corrected"): 2,
             ("aggregate", "uncorrected"): 0,
         }
-        links = [labels for name, labels in samples if name == "cluster_plan_gpu_nvlink_errors"]
+        links = [
+            labels for name, labels in samples if name == "cluster_plan_gpu_nvlink_errors_total"
+        ]
         assert len(links) == 8 * 18 * 4
     assert samples[("cluster_plan_gpu_xid_last", gpu(1))] == 31
     assert samples[("cluster_plan_gpu_xid_last", gpu(0))] == 0
@@ -139,12 +142,16 @@ def test_ecc_error_remap_and_xids_kept_between_runs(tmp_path: Path) -> None:
     state = tmp_path / "xid.json"
     samples = export(fixture("row_remap_pending"), state)
     ids = gpu(3, scope="volatile", kind="uncorrected")
-    assert samples[("cluster_plan_gpu_ecc_errors", ids)] == 1
+    assert samples[("cluster_plan_gpu_ecc_errors_total", ids)] == 1
     assert (
-        samples[("cluster_plan_gpu_ecc_errors", gpu(3, scope="aggregate", kind="uncorrected"))] == 1
+        samples[
+            ("cluster_plan_gpu_ecc_errors_total", gpu(3, scope="aggregate", kind="uncorrected"))
+        ]
+        == 1
     )
     assert (
-        samples[("cluster_plan_gpu_ecc_errors", gpu(2, scope="volatile", kind="uncorrected"))] == 0
+        samples[("cluster_plan_gpu_ecc_errors_total", gpu(2, scope="volatile", kind="uncorrected"))]
+        == 0
     )
     assert samples[("cluster_plan_gpu_remapped_rows", gpu(3, kind="uncorrectable"))] == 1
     assert samples[("cluster_plan_gpu_remapped_rows", gpu(3, kind="pending"))] == 1
@@ -166,8 +173,10 @@ def test_nvlink_errors_and_their_xid(tmp_path: Path) -> None:
     samples = export(fixture("nvlink_down"), tmp_path / "xid.json")
     counters = {"replay": 41, "recovery": 3, "crc_flit": 17, "crc_data": 2}
     for kind, count in counters.items():
-        assert samples[("cluster_plan_gpu_nvlink_errors", gpu(2, link="7", kind=kind))] == count
-        assert samples[("cluster_plan_gpu_nvlink_errors", gpu(2, link="6", kind=kind))] == 0
+        assert (
+            samples[("cluster_plan_gpu_nvlink_errors_total", gpu(2, link="7", kind=kind))] == count
+        )
+        assert samples[("cluster_plan_gpu_nvlink_errors_total", gpu(2, link="6", kind=kind))] == 0
     assert samples[("cluster_plan_gpu_xid_last", gpu(2))] == 74
     assert samples[("cluster_plan_gpu_xid_events_total", gpu(2, xid="74"))] == 1
 

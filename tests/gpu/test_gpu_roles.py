@@ -34,8 +34,9 @@ def run_gpu_playbook(
         "ANSIBLE_LOCALHOST_WARNING": "false",
         # The role runs here on the controller's own Python, which has no python3-apt, so the
         # apt module re-runs itself under /usr/bin/python3: Ansible's linear strategy can,
-        # Mitogen cannot (mitogen-hq/mitogen issue 849). Nodes run a Python with python3-apt
-        # (roles/common installs it), so ansible.cfg's mitogen_linear serves them.
+        # Mitogen cannot (https://github.com/mitogen-hq/mitogen/issues/849). Nodes run a Python
+        # with python3-apt (roles/common installs it), so ansible.cfg's mitogen_linear serves
+        # them.
         "ANSIBLE_STRATEGY": "linear",
     }
     command = [

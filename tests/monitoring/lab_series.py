@@ -78,7 +78,9 @@ def _gpu_series(node: str, base: dict[str, str], present: int) -> list[tuple[str
         for scope in ("volatile", "aggregate"):
             for kind in ("corrected", "uncorrected"):
                 labels = {**g, "scope": scope, "kind": kind}
-                series.append(("cluster_plan_gpu_ecc_errors", labels, 3.0 * (kind == "corrected")))
+                series.append(
+                    ("cluster_plan_gpu_ecc_errors_total", labels, 3.0 * (kind == "corrected"))
+                )
         for kind in ("correctable", "uncorrectable", "pending", "failure"):
             series.append(("cluster_plan_gpu_remapped_rows", {**g, "kind": kind}, 0.0))
         if hot:

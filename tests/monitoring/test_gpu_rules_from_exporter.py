@@ -57,7 +57,7 @@ READS = {
     "GpuNvmlDown": "cluster_plan_gpu_nvml_up",
     "GpuTooHot": "cluster_plan_gpu_temperature_celsius",
     "GpuThrottled": "cluster_plan_gpu_throttle",
-    "GpuEccUncorrectable": "cluster_plan_gpu_ecc_errors",
+    "GpuEccUncorrectable": "cluster_plan_gpu_ecc_errors_total",
     "GpuRowRemapPending": "cluster_plan_gpu_remapped_rows",
     "GpuCriticalXid": "cluster_plan_gpu_xid_events_total",
 }

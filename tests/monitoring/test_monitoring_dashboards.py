@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from cluster_plan.cli.app import main
-from cluster_plan.monitoring.dashboards import NODE_VARIABLE, panel_exprs
+from cluster_plan.monitoring.grafana import NODE_VARIABLE, panel_exprs
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -19,9 +19,12 @@ from monitoring_tools import need
 
 from cluster_plan.api import load_expanded
 from cluster_plan.monitoring.render import render, write
+from cluster_plan.monitoring.runbooks import RUNBOOK_PAGE
+from cluster_plan.reference_docs import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = shutil.which("promtool")
+METRICS_ANCHORS = anchors((ROOT / "docs" / "METRICS.md").read_text())
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,10 @@ class Cases:
     label, so that cases of one group never share a series; the cases are chosen so that one
     case's series set off no other alert of its group at its evaluation time."""
 
-    def __init__(self, facts: Facts, runbooks: dict[str, str]) -> None:
+    def __init__(self, facts: Facts, runbooks: dict[str, dict[str, str]]) -> None:
         self.f = facts
-        self.runbooks = runbooks  # the rendered runbook lines (their presence is tested below)
+        # the rendered description and runbook_url (their presence is tested below)
+        self.runbooks = runbooks
         self.series: dict[bool, list[dict[str, str]]] = {True: [], False: []}
         self.checks: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
         self.fired: set[str] = set()
@@ -168,8 +172,8 @@ class Cases:
         case = self._add(True, series)
         expected = {
             "exp_labels": {**labels, "case": case},
-            # the runbook line is only checked to be there (test_every_rule_has_...)
-            "exp_annotations": {"summary": summary, "runbook": self.runbooks[alert]},
+            # the runbook is only checked to be there (test_every_rule_has_...)
+            "exp_annotations": {"summary": summary, **self.runbooks[alert]},
         }
         self.checks[True].append({"eval_time": at, "alertname": alert, "exp_alerts": [expected]})
         self.fired.add(alert)
@@ -339,7 +343,7 @@ def gpu_cases(c: Cases) -> None:
     ecc = {**board, "scope": "volatile", "kind": "uncorrected"}
     c.fires(
         "GpuEccUncorrectable",
-        [("cluster_plan_gpu_ecc_errors", ecc, "0 2x5")],
+        [("cluster_plan_gpu_ecc_errors_total", ecc, "0 2x5")],
         "5m",
         {**ecc, "severity": "critical"},
         f"GPU 3 of {f.gpu_node} has 2 uncorrectable ECC errors since its driver loaded",
@@ -348,8 +352,8 @@ def gpu_cases(c: Cases) -> None:
     c.quiet_when(
         "GpuEccUncorrectable",
         [
-            ("cluster_plan_gpu_ecc_errors", ecc, "0x5"),
-            ("cluster_plan_gpu_ecc_errors", aggregate, "7x5"),
+            ("cluster_plan_gpu_ecc_errors_total", ecc, "0x5"),
+            ("cluster_plan_gpu_ecc_errors_total", aggregate, "7x5"),
         ],
         "5m",
     )
@@ -560,7 +564,7 @@ def state_cases(c: Cases) -> None:
     )
 
 
-def build_cases(facts: Facts, runbooks: dict[str, str]) -> Cases:
+def build_cases(facts: Facts, runbooks: dict[str, dict[str, str]]) -> Cases:
     cases = Cases(facts, runbooks)
     node_cases(cases)
     gpu_cases(cases)
@@ -579,6 +583,12 @@ def rendered(request, tmp_path_factory) -> tuple[Facts, Path]:
     return facts, directory
 
 
+def runbook_of(rule: dict[str, Any]) -> dict[str, str]:
+    """The annotations of a rule beside its summary: what to do first, and the runbook's link."""
+    notes = rule["annotations"]
+    return {"description": notes["description"], "runbook_url": notes["runbook_url"]}
+
+
 def rules_of(directory: Path) -> list[dict[str, Any]]:
     document = yaml.safe_load((directory / "rules" / "cluster-plan.rules.yml").read_text())
     return [rule for group in document["groups"] for rule in group["rules"]]
@@ -588,7 +598,7 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(rendered):
     promtool = need(PROMTOOL, "prometheus")
     facts, directory = rendered
     rules = rules_of(directory)
-    runbooks = {r["alert"]: r["annotations"]["runbook"] for r in rules}
+    runbooks = {r["alert"]: runbook_of(r) for r in rules}
     cases = build_cases(facts, runbooks)
     names = set(runbooks)
     assert names == cases.fired, f"rules without a firing case: {names - cases.fired}"
@@ -622,11 +632,7 @@ def test_the_clock_rule_judges_what_each_host_promises(rendered):
     they track no real source, whatever they serve. One promtool group per case."""
     promtool = need(PROMTOOL, "prometheus")
     facts, directory = rendered
-    (runbook,) = [
-        r["annotations"]["runbook"]
-        for r in rules_of(directory)
-        if r["alert"] == "ClockUnsynchronised"
-    ]
+    (runbook,) = [runbook_of(r) for r in rules_of(directory) if r["alert"] == "ClockUnsynchronised"]
     c = Cases(facts, {})
     head, gpu = c.head_target(), c.gpu_target()
     cases = [  # (what, host's labels, synchronised, serves its own clock, fires)
@@ -640,8 +646,7 @@ def test_the_clock_rule_judges_what_each_host_promises(rendered):
     groups = []
     for what, target, synchronised, local, fires in cases:
         series = clock(target, f"{synchronised}x15", f"{local}x15")
-        annotations = {"summary": f"{target['node']}'s clock is not synchronised",
-                       "runbook": runbook}  # fmt: skip
+        annotations = {"summary": f"{target['node']}'s clock is not synchronised", **runbook}
         expected = [
             {"exp_labels": {**target, "severity": "warning"}, "exp_annotations": annotations}
         ]
@@ -675,4 +680,7 @@ def test_every_rule_has_a_severity_a_summary_and_a_runbook(rendered):
     for rule in rules_of(directory):
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
         assert rule["annotations"]["summary"].strip(), rule["alert"]
-        assert len(rule["annotations"]["runbook"]) > 20, rule["alert"]
+        assert len(rule["annotations"]["description"]) > 20, rule["alert"]
+        page, anchor = rule["annotations"]["runbook_url"].split("#")
+        assert page == RUNBOOK_PAGE, rule["alert"]
+        assert anchor in METRICS_ANCHORS, rule["alert"]  # the runbook's heading is there

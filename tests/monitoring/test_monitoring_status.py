@@ -14,7 +14,8 @@ import pytest
 from cluster_plan.api import load_expanded
 from cluster_plan.cli.app import main
 from cluster_plan.monitoring.board_view import board_html
-from cluster_plan.monitoring.dashboards import dashboards, panel_exprs
+from cluster_plan.monitoring.dashboards import dashboards
+from cluster_plan.monitoring.grafana import panel_exprs
 from cluster_plan.monitoring.status import STATUS_QUERIES, AnswerError, status_html
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -405,7 +405,7 @@ def test_slurm_state_on_the_cephfs_gets_a_one_second_mds_tick(lab_expanded):
     options = [o for o in ceph.ceph_config_options(chosen) if o["name"] == "mds_tick_interval"]
     assert options == [{"who": "mds", "name": "mds_tick_interval", "value": "2"}]
     # ... which the module then leaves alone on the next run; the dump prints a float option
-    # as `2.000000` (ci16: the default 1 was set again on every run, as `1.000000` != `1`)
+    # as `2.000000` (a CI run set the default 1 again on every run, as `1.000000` != `1`)
     for printed, again in (("2.000000", False), ("2", False), ("5.000000", True)):
         dump = [{"section": "mds", "name": "mds_tick_interval", "value": printed}]
         steps = config_module.planned_changes(dump, ceph.ceph_config_options(chosen))

@@ -36,7 +36,7 @@ from cluster_plan.api import load_expanded
 from cluster_plan.lab import images, state
 from cluster_plan.lab.names import for_plan
 
-# Last of all (lab_reprovisions): it retires a node and re-images another. In ci14 their
+# Last of all (lab_reprovisions): it retires a node and re-images another. Once their
 # CephFS sessions, never evicted, hung /shared for the tests after it; `change` now evicts
 # them, and the test ends by proving that the file system answers and no session is left.
 pytestmark = [pytest.mark.lab, pytest.mark.lab_changes, pytest.mark.lab_reprovisions]
@@ -195,7 +195,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         # -- remove both and replace cpu01, in one change (one reconfigure for all three):
         # cpu02 drains while a job runs on it; the job finishes, nothing is lost; cpu01 gets
         # a new disk under the same name and address and comes back on the lab plan's profile.
-        # The change drains cpu02 about 3 s after the job starts (the ci21 run's journal): 12 s
+        # The change drains cpu02 about 3 s after the job starts (a fresh-clone run's journal): 12 s
         # keeps it running through the drain, and the wait for it short.
         job = sbatch(
             CONTROLLER, "-p general -w cpu02 -t 3 -o /tmp/removal-%j.out --wrap "

@@ -24,7 +24,7 @@ import pytest
 from lab_helpers import BIN, PLAN, cli, on_node
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 
-from cluster_plan.monitoring.dashboards import NODE_VARIABLE, panel_exprs
+from cluster_plan.monitoring.grafana import NODE_VARIABLE, panel_exprs
 from cluster_plan.monitoring.render import render
 
 pytestmark = pytest.mark.lab

@@ -128,7 +128,7 @@ def held_by_saved_state(cluster: SlurmHA, running: dict[str, str]) -> None:
     running job gets a comment, which only a save made after it started can hold, and the
     test waits for that comment in the job file as the backup reads it (the read makes the
     MDS recall the primary's capabilities, which flushes them). Waiting a fixed 6 s after the
-    start was not enough in the fresh-clone run ci28: the backup took over from a state
+    start was not enough in a fresh-clone run: the backup took over from a state
     that still had the job pending."""
     backup = cluster.controllers[-1]
     job, name = running["JobId"], running["JobName"]

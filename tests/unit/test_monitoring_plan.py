@@ -1,4 +1,4 @@
-"""Mistakes in the plan's monitoring section (issue 28): where each check starts firing and
+"""Mistakes in the plan's monitoring section: where each check starts firing and
 where it stays quiet, the strict grammar of the strings that reach Alertmanager, and the
 defaults a plan with a monitoring server gets."""
 

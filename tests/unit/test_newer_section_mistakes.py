@@ -1,4 +1,4 @@
-"""Mistakes in the newer plan sections that passed validation once (issue 23): Ceph pools and
+"""Mistakes in the newer plan sections that passed validation once: Ceph pools and
 hosts, mounts, backup copies, accounts, networks and Kubernetes, at the edges of the checks
 that catch them now. The bad-plan corpus (tests/plans/bad) holds one plan per mistake; these
 pin down where each check starts firing and where it stays quiet."""

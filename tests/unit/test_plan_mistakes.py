@@ -1,4 +1,4 @@
-"""Mistakes that passed validation once (issue 10), at the edges of the checks that catch them
+"""Mistakes that passed validation once, at the edges of the checks that catch them
 now: where each check starts firing, where it must stay quiet, and what its hint says. The
 bad-plan corpus (tests/plans/bad) holds one plan per mistake; these pin down the boundaries."""
 

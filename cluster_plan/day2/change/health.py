@@ -9,6 +9,7 @@ from cluster_plan.day2.change.ceph_steps import wait_ceph_healthy
 from cluster_plan.day2.change.context import StepContext, StepFailed, kubectl
 from cluster_plan.day2.change.operations import Step
 from cluster_plan.day2.change.scheduler_steps import drain, resume, slurm_check
+from cluster_plan.plan.roles import JOB_ROLES
 
 READY_PATH = shlex.quote('{.status.conditions[?(@.type=="Ready")].status}')
 
@@ -30,7 +31,7 @@ def check(ctx: StepContext, step: Step) -> None:
         try:
             _check_host(ctx, host)
         except StepFailed as exc:
-            if {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+            if JOB_ROLES & set(ctx.host(host)["roles"]):
                 # no job lands on a host that failed its check
                 drain(ctx, Step("drain", (host,), "", (("why", "failed its health check"),)))
                 raise StepFailed(f"{exc}; {host} is drained") from None

@@ -20,6 +20,12 @@ from typing import Any
 
 from cluster_plan.day2.change.triage import Triage, triage
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.plan.roles import (
+    CEPH_DAEMON_ROLES,
+    JOB_ROLES,
+    KUBERNETES_NODE_ROLES,
+    SLURM_HOST_ROLES,
+)
 from cluster_plan.slurm.drain import reason_for
 from cluster_plan.views.diff import Change
 
@@ -39,7 +45,6 @@ INFORM_STAGES = frozenset({"common", "storage", "slurm", "kubernetes", "monitori
 # open: the next site.yml runs them in full.
 PEER_TAGGED = frozenset({"common", "slurm"})
 PEERS_TAG = "peers"
-CEPH_DAEMON_ROLES = frozenset({"ceph_mon", "ceph_mgr", "ceph_osd", "ceph_mds"})
 # The Ceph daemons other hosts' files name (ceph.conf's monitors; the MDS and manager keys).
 # An OSD host is named in no other host's files: its own converge puts it into CRUSH (tasks
 # run once, delegated to the first monitor) and a removal's purge takes it out.
@@ -98,7 +103,7 @@ def _osds(spec: Host) -> bool:
 
 
 def _scheduled(spec: Host) -> bool:
-    return bool({"slurm_compute", "k8s_worker"} & set(spec["roles"]))
+    return bool(JOB_ROLES & set(spec["roles"]))
 
 
 def _cephfs(plan: ExpandedPlan) -> bool:
@@ -189,9 +194,9 @@ def _inform_stages(
     wanted = {"common"}
     if roles & CEPH_NAMED_ROLES:
         wanted.add("storage")
-    if roles & {"slurm_controller", "slurm_compute", "slurmdbd", "login"}:
+    if roles & SLURM_HOST_ROLES:
         wanted.add("slurm")
-    if roles & {"k8s_control_plane", "k8s_worker"}:
+    if roles & KUBERNETES_NODE_ROLES:
         wanted.add("kubernetes")
     if any("monitoring_server" in s["roles"] for s in new["hosts"].values()):
         wanted.add("monitoring")

@@ -36,6 +36,7 @@ from cluster_plan.day2.change.operations import (
 from cluster_plan.day2.change.scheduler_steps import _wait_pods as _wait_pods  # tests drive it
 from cluster_plan.day2.change.scheduler_steps import drain, resume, wait_jobs
 from cluster_plan.lab.names import LabError
+from cluster_plan.plan.roles import SLURM_HOST_ROLES
 
 # How long the waits last, the runner's to choose (tests shorten them). Between two looks at
 # what a step waits for (a drain, a node back in Slurm, Ceph's health): each look is one
@@ -121,9 +122,7 @@ def forget(ctx: Context, step: Step) -> None:
         return
     # slurm.conf from the new plan, which no longer lists the host, on every Slurm host
     slurm_hosts = tuple(
-        h
-        for h, s in ctx.new["hosts"].items()
-        if {"slurm_controller", "slurm_compute", "slurmdbd", "login"} & set(s["roles"])
+        h for h, s in ctx.new["hosts"].items() if SLURM_HOST_ROLES & set(s["roles"])
     )
     playbook(ctx, ("slurm",), slurm_hosts, PEERS_TAG)
 

@@ -7,6 +7,7 @@ import shlex
 
 from cluster_plan.day2.change.context import StepContext, StepFailed, kubectl
 from cluster_plan.day2.change.operations import DRAIN_OWNER, Step
+from cluster_plan.plan.roles import JOB_ROLES
 from cluster_plan.slurm import commands as slurm_commands
 from cluster_plan.slurm import drain as slurm_drain
 
@@ -100,7 +101,7 @@ def wait_jobs(ctx: StepContext, step: Step) -> None:
 def resume(ctx: StepContext, step: Step) -> None:
     """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
     for host in step.hosts:
-        if not {"slurm_compute", "k8s_worker"} & set(ctx.host(host)["roles"]):
+        if not JOB_ROLES & set(ctx.host(host)["roles"]):
             continue
         if ctx.scheduler == "kubernetes":
             ctx.must(ctx.controller(), kubectl(f"uncordon {host}"))

@@ -12,10 +12,9 @@ from typing import Any
 from cluster_plan.day2.remote.findings import HostFinding, sort_key
 from cluster_plan.day2.remote.session import HostFacts
 from cluster_plan.plan.contract import ExpandedPlan, Host
+from cluster_plan.plan.roles import SLURM_HOST_ROLES
 from cluster_plan.slurm.commands import NodeState
 from cluster_plan.slurm.policy import slurm_node_records
-
-SLURM_ROLES = ("slurm_controller", "slurm_compute", "slurmdbd")
 
 
 def expected_records(expanded: ExpandedPlan, name: str) -> list[str]:
@@ -23,7 +22,7 @@ def expected_records(expanded: ExpandedPlan, name: str) -> list[str]:
     host = expanded["hosts"][name]
     roles = ["common"]
     scheduler = expanded["scheduler"]
-    if scheduler and scheduler["type"] == "slurm" and set(host["roles"]) & set(SLURM_ROLES):
+    if scheduler and scheduler["type"] == "slurm" and set(host["roles"]) & SLURM_HOST_ROLES:
         roles.append("slurm")
     if expanded["backups"] is not None:
         roles.append("backup")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cluster_plan.plan.findings import Severity
+
 
 @dataclass(frozen=True)
 class HostFinding:
@@ -15,7 +17,7 @@ class HostFinding:
     subject: str  # what was checked: a network, a unit, a path, a package, a table
     expected: str
     found: str
-    severity: str = "error"
+    severity: Severity = "error"
 
     def render(self) -> str:
         what = f"{self.check} {self.subject}" if self.subject else self.check

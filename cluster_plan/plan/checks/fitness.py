@@ -12,10 +12,10 @@ from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.checks.hints import missing
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.roles import JOB_ROLES
 
 TRAINING_MIN_GPU_MEMORY_GB = 40  # below an A100-40GB, large-model training runs out of memory
 HIGH_POWER_BOARD_W = 700  # H100/H200 SXM and up: boards built for training
-COMPUTE_ROLES = frozenset({"slurm_compute", "k8s_worker", "k8s_control_plane"})
 
 
 def class_kind(name: str, wclass: dict[str, Any]) -> str | None:
@@ -204,7 +204,7 @@ def pool_gpus(plan: Plan, nodes: Sequence[Node]) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for (_, pool, hardware, roles), count in groups.items():
         accel = (plan["hardware"].get(hardware) or {}).get("accelerators")
-        if not accel or not COMPUTE_ROLES.intersection(roles):
+        if not accel or not JOB_ROLES.intersection(roles):
             continue
         if catalog.get(accel["model"], {}).get("vendor") == "nvidia":
             out[pool] += accel["count"] * count

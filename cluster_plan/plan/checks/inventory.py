@@ -9,13 +9,8 @@ from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.inventory_groups import RESERVED_GROUPS, memberships
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.roles import ALL_ROLES
 from cluster_plan.plan.topology import normalize, rack_switches, switch_path
-
-ROLES = (
-    "slurm_controller", "slurm_compute", "slurmdbd", "login", "k8s_control_plane", "k8s_worker",
-    "ceph_mon", "ceph_mgr", "ceph_osd", "nfs_server", "ntp_server", "backup_server",
-    "monitoring_server",
-)  # fmt: skip
 
 
 def _groups(plan: Plan, nodes: list[Node]) -> dict[str, dict[str, str]]:
@@ -45,7 +40,7 @@ def check_inventory(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
                 ("node_groups", meanings[second]),
                 hint="Ansible group names turn '-' into '_': rename one of them",
             )
-    taken = {*made, *RESERVED_GROUPS, *ROLES}
+    taken = {*made, *RESERVED_GROUPS, *ALL_ROLES}
     clashing: dict[str, list[str]] = defaultdict(list)  # one finding per node group
     for node in nodes:
         if node.name in taken and node.name not in clashing[node.group]:
@@ -54,7 +49,7 @@ def check_inventory(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
         if not names:
             continue
         what = ", ".join(
-            f"{name} ({'a role' if name in ROLES else 'a group Ansible or the plan makes'})"
+            f"{name} ({'a role' if name in ALL_ROLES else 'a group Ansible or the plan makes'})"
             for name in names[:3]
         )
         yield Finding(

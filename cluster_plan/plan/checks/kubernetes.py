@@ -1,5 +1,5 @@
 """Kubernetes plans: everything `cluster-plan k8s render` refuses, found at validate through
-the renderer's own rules (cluster_plan.kubernetes.cluster.refusals), GPU sharing that
+the rules the renderer asks too (cluster_plan.plan.kubernetes.refusals), GPU sharing that
 fits the plan's GPUs, and a training image for a training job the plan cannot have."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cluster_plan.kubernetes.cluster import refusals
 from cluster_plan.plan.catalog import load_catalog, supports_mig
 from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.findings import Finding
+from cluster_plan.plan.kubernetes import refusals
 from cluster_plan.plan.networks import AddressError, network_space
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.roles import KUBERNETES_NODE_ROLES
 
 # The scheduler check counts control planes already, with a hint on which group to change.
 _COUNTED_ELSEWHERE = {"control-plane-count"}
@@ -51,7 +52,7 @@ def _gpu_models(plan: Plan, nodes: list[Node]) -> dict[str, str]:
     catalog = load_catalog()
     models: dict[str, str] = {}
     for node in nodes:
-        if not {"k8s_worker", "k8s_control_plane"} & set(node.roles):
+        if not KUBERNETES_NODE_ROLES & set(node.roles):
             continue
         profile = plan["hardware"].get(node.hardware) if isinstance(node.hardware, str) else None
         accel = (profile or {}).get("accelerators") or {}

@@ -4,7 +4,7 @@ its cooling removes (cluster_plan.plan.power computes the figures; docs/capacity
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from cluster_plan.plan.catalog import load_catalog
 from cluster_plan.plan.checks.base import Plan
@@ -99,6 +99,13 @@ def _node_power(name: str, profile: dict[str, Any]) -> Iterator[Finding]:
         )
 
 
+class _Budget(NamedTuple):
+    key: str  # the rack's setting
+    watts: float | None
+    what: str
+    code: str  # the finding when the rack's peak draw is over it
+
+
 def _rack_findings(rack: RackPower, limits: dict[str, float]) -> Iterator[Finding]:
     path: tuple[Any, ...] = ("racks", rack.rack)
     no_budget = rack.power_budget_w is None and rack.cooling_budget_w is None
@@ -112,16 +119,17 @@ def _rack_findings(rack: RackPower, limits: dict[str, float]) -> Iterator[Findin
             hint="set hardware.<profile>.power_w to the node's measured peak draw",
         )
     budgets = (
-        ("power", rack.power_budget_w, "power budget", "rack-power"),
-        ("cooling", rack.cooling_budget_w, "cooling budget", "rack-cooling"),
+        _Budget("power", rack.power_budget_w, "power budget", code="rack-power"),
+        _Budget("cooling", rack.cooling_budget_w, "cooling budget", code="rack-cooling"),
     )
     over = False
-    for key, budget, what, code in budgets:
+    for limit in budgets:
+        key, budget, what = limit.key, limit.watts, limit.what
         if budget is None or budget <= 0:
             continue
         if rack.peak_w > budget:
             over = True
-            yield Finding(code, _over(rack, budget, what), (*path, key), hint=_MOVE)
+            yield Finding(limit.code, _over(rack, budget, what), (*path, key), hint=_MOVE)
         elif rack.peak_w > budget * limits["warn_utilization_pct"] / 100:
             pct = 100 * rack.peak_w / budget
             yield Finding(

@@ -10,6 +10,7 @@ from typing import Any
 from cluster_plan.plan.checks.base import Plan
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.roles import CEPHFS_CLIENT_ROLES, CEPHFS_SERVICE_ROLES
 from cluster_plan.plan.software import on_mount
 
 # settings blocks that only one scheduler reads
@@ -123,7 +124,7 @@ def _shared_mounts(plan: Plan) -> Iterator[_SharedMount]:
     storage = plan.get("storage") or {}
     cephfs = (storage.get("ceph") or {}).get("cephfs")
     if isinstance(cephfs, dict):
-        clients = set(cephfs.get("clients") or ["slurm_compute", "login", "k8s_worker"])
+        clients = set(cephfs.get("clients") or CEPHFS_CLIENT_ROLES)
         yield _SharedMount(
             "the CephFS",
             str(cephfs.get("mount") or "/mnt/cephfs"),
@@ -202,9 +203,8 @@ def _unfenced(state: str, holding: _SharedMount) -> Finding:
 
 
 # What a backup needs to read the shared state once the primary's node is gone: the CephFS's
-# monitors, metadata server and manager. slurmdbd is not among them: a backup taking over
-# with accounting away runs on the associations cached in the state (docs/reliability.md).
-_CEPHFS_SERVICES = ("ceph_mon", "ceph_mds", "ceph_mgr")
+# services (CEPHFS_SERVICE_ROLES). slurmdbd is not among them: a backup taking over with
+# accounting away runs on the associations cached in the state (docs/reliability.md).
 
 
 def _ha_single_points(plan: Plan, holding: _SharedMount, nodes: list[Node]) -> Iterator[Finding]:
@@ -215,7 +215,7 @@ def _ha_single_points(plan: Plan, holding: _SharedMount, nodes: list[Node]) -> I
     if holding.what == "the CephFS":
         lost = [
             role
-            for role in _CEPHFS_SERVICES
+            for role in CEPHFS_SERVICE_ROLES
             if role in primary.roles
             and all(n.name == primary.name for n in nodes if role in n.roles)
         ]

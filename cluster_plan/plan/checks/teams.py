@@ -14,8 +14,8 @@ from cluster_plan.plan.checks.hints import missing
 from cluster_plan.plan.checks.workload import SLURM_TIME
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node
+from cluster_plan.plan.roles import JOB_ROLES
 
-COMPUTE_ROLES = frozenset({"slurm_compute", "k8s_worker"})
 PERIOD_HOURS = {"daily": 24, "weekly": 168, "monthly": 744, "quarterly": 2208, "yearly": 8784}
 
 
@@ -135,7 +135,7 @@ def _capacity(plan: Plan, nodes: list[Node]) -> tuple[int, int]:
     others: Counter[str] = Counter()
     for node in nodes:
         accel = plan["hardware"].get(node.hardware, {}).get("accelerators")
-        if not accel or not COMPUTE_ROLES.intersection(node.roles):
+        if not accel or not JOB_ROLES.intersection(node.roles):
             continue
         entry = catalog.get(accel["model"], {})
         if entry.get("vendor") == "nvidia":

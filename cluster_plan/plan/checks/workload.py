@@ -14,11 +14,9 @@ from cluster_plan.plan.checks.hints import missing
 from cluster_plan.plan.checks.references import declared_racks
 from cluster_plan.plan.findings import Finding
 from cluster_plan.plan.nodes import Node, hostname_pattern_problem
-from cluster_plan.plan.schema import plan_schema
+from cluster_plan.plan.roles import ALL_ROLES, WORKER_ROLES
 
 # the role that makes a node run work, per scheduler
-COMPUTE_ROLES = {"slurm": ("slurm_compute",), "kubernetes": ("k8s_worker", "k8s_control_plane")}
-KNOWN_ROLES = frozenset(plan_schema()["$defs"]["role"]["enum"])
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, and no limit
 SLURM_TIME = re.compile(
     r"^(UNLIMITED|INFINITE|-1|\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$", re.IGNORECASE
@@ -42,7 +40,7 @@ def node_kind(plan: Plan, node: Node) -> str | None:
 
 def check_workload_classes(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     scheduler = plan.get("scheduler")
-    if not scheduler or scheduler["type"] not in COMPUTE_ROLES:
+    if not scheduler or scheduler["type"] not in WORKER_ROLES:
         return
     pools: dict[str, list[Node]] = defaultdict(list)
     for node in nodes:
@@ -182,8 +180,8 @@ def _unschedulable_pools(
     plan: Plan, kind: str, classes: dict[str, Any], pools: dict[str, list[Node]]
 ) -> Iterator[Finding]:
     """Work routed to a pool runs only on its nodes that run the scheduler's worker."""
-    roles = COMPUTE_ROLES[kind]
-    others = {r for k, rs in COMPUTE_ROLES.items() if k != kind for r in rs}
+    roles = sorted(WORKER_ROLES[kind])
+    others = {r for k, rs in WORKER_ROLES.items() if k != kind for r in rs}
     routed = {wclass["pool"]: name for name, wclass in classes.items()}
     reported: set[str] = set()
     for pool, members in pools.items():
@@ -193,7 +191,7 @@ def _unschedulable_pools(
             if node.group in reported or any(r in node.roles for r in roles):
                 continue
             # a role of the other scheduler, or a misspelt one, is reported as such
-            if any(r in others or r not in KNOWN_ROLES for r in node.roles):
+            if any(r in others or r not in ALL_ROLES for r in node.roles):
                 continue
             reported.add(node.group)
             yield Finding(
@@ -209,11 +207,11 @@ def check_datasets(plan: Plan, nodes: list[Node]) -> Iterator[Finding]:
     """Jobs naming a dataset prefer nodes in its racks; that preference must be reachable by
     some pool that work is routed to (or, without workload classes, some compute node)."""
     scheduler = plan.get("scheduler")
-    if not scheduler or scheduler["type"] not in COMPUTE_ROLES:
+    if not scheduler or scheduler["type"] not in WORKER_ROLES:
         return
     racks = declared_racks(plan)
     routed = _routed_pools(scheduler)
-    takes_work = _takes_work(routed, COMPUTE_ROLES[scheduler["type"]])
+    takes_work = _takes_work(routed, WORKER_ROLES[scheduler["type"]])
     workers = [n for n in nodes if takes_work(n.pool, n.roles)]
     in_doubt = _placement_in_doubt(plan, nodes, workers, takes_work, racks)
     pools = sorted(routed) if routed is not None else None
