@@ -31,6 +31,7 @@ ALLOWED = {
     ("acceptance", "transport"): "reaches nodes through the transport's executors",
     ("backup", "day2"): "asks the nodes through day 2's read-only sessions",
     ("backup", "transport"): "the same SSH options as every command that reaches nodes",
+    ("day2", "kubernetes"): "cordons through the one drain's Kubernetes side",
     ("day2", "lab"): "reaches the lab's nodes",
     ("day2", "slurm"): "drains through the one Slurm drain",
     ("day2", "storage"): "a change waits for Ceph's health through its commands",
