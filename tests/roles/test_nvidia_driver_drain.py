@@ -226,9 +226,7 @@ def changes(calls: list[list[str]]) -> list[list[str]]:
     "by", [None, "cluster-plan:change: upgrade"], ids=["operator", "another-owner"]
 )
 def test_an_operator_s_cordon_survives_the_driver_rollout_on_kubernetes(tmp_path: Path, by):
-    out, node, calls = run_role_tasks_on_kubernetes(
-        tmp_path, k8s_node(True, by), "drain", "resume"
-    )
+    out, node, calls = run_role_tasks_on_kubernetes(tmp_path, k8s_node(True, by), "drain", "resume")
     assert node["spec"]["unschedulable"] is True, out  # never uncordoned
     assert node["metadata"]["annotations"].get("cluster-plan.io/cordoned-by") == by, out
     # the pods are evicted all the same; nothing else changes
