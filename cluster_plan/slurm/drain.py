@@ -10,7 +10,8 @@ A drain made here carries its owner in Slurm's reason: `cluster-plan:<owner>: <w
 adds who set it and when). Only that owner lifts it. A node drained by anyone else, an
 operator's reason or another owner's drain, is left drained with its reason untouched, and
 said so: a driver upgrade inside a `change` neither overwrites the change's reason nor
-resumes the node, and neither of them lifts an operator's drain.
+resumes the node, and neither of them lifts an operator's drain. Its Kubernetes side,
+cluster_plan.kubernetes.cordon, records the same owner text on a cordoned node.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class NodeStatus:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with a node: `action` "drain", "resume" or "none"; `held_by` the reason of
-    a drain that is someone else's (left as it is)."""
+    """What to do with a node: `action` "drain", "resume" (a Kubernetes cordon's: "cordon",
+    "uncordon") or "none"; `held_by` the reason of a drain that is someone else's (left as it
+    is)."""
 
     action: str
     message: str

@@ -66,6 +66,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "grown": grown,
         "upgraded": write_plan(root / "upgraded", smaller_cpu_memory, base=grown),
         "osd": write_plan(root / "osd", grow_osd_only),
+        "k8s": LAB_PLAN.with_name("k8s.yml"),
     }
 
 
@@ -625,6 +626,53 @@ def test_kubernetes_pods_are_waited_for_unless_forced(plans, monkeypatch):
     assert not any(" drain " in c for _, c in executor.calls)
     runner._wait_pods(ctx, "cpu01", 0, force=True)
     assert any("kubectl drain cpu01" in c and "--timeout=1s" in c for _, c in executor.calls)
+
+
+def k8s_node(node: str, cordoned: bool = True, by: str | None = None) -> str:
+    """`kubectl get node NODE -o json` (the fields that matter), cordoned or not, with our
+    annotation or without."""
+    annotations = {} if by is None else {"cluster-plan.io/cordoned-by": by}
+    return json.dumps({"kind": "Node", "metadata": {"name": node, "annotations": annotations},
+                       "spec": {"unschedulable": cordoned}})  # fmt: skip
+
+
+def test_kubernetes_drain_cordons_with_the_change_s_record_and_resume_lifts_only_it(plans):
+    executor = FakeExecutor({"get node": [(0, k8s_node("gpu01", cordoned=False))]})
+    ctx = context(plans, executor, "k8s", "k8s")
+    runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "upgrade"),)))
+    changed = [c for _, c in executor.calls if "get node" not in c]
+    assert changed == [
+        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl annotate node gpu01 --overwrite "
+        "'cluster-plan.io/cordoned-by=cluster-plan:change: upgrade'",
+        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl cordon gpu01",
+    ]
+    assert {node for node, _ in executor.calls} == {"cp01"}  # kubectl on the control plane
+    executor.answers["get node"] = [(0, k8s_node("gpu01", by="cluster-plan:change: upgrade"))]
+    runner.resume(ctx, Step("resume", ("gpu01",), ""))
+    assert [c for _, c in executor.calls if "get node" not in c][2:] == [
+        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl uncordon gpu01",
+        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl annotate node gpu01 "
+        "cluster-plan.io/cordoned-by-",
+    ]
+
+
+@pytest.mark.parametrize("by", [None, "cluster-plan:nvidia_driver: upgrade to branch 570"],
+                         ids=["operator", "another-owner"])  # fmt: skip
+def test_a_kubernetes_cordon_of_anyone_else_s_is_kept_and_never_lifted(plans, by):
+    executor = FakeExecutor({"get node": [(0, k8s_node("gpu01", by=by))]})
+    ctx = context(plans, executor, "k8s", "k8s")
+    runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "upgrade"),)))
+    runner.resume(ctx, Step("resume", ("gpu01",), ""))
+    assert [c for _, c in executor.calls if "get node" not in c] == []
+    log = ctx.log.getvalue()
+    assert "gpu01 is cordoned already" in log and "gpu01 stays cordoned" in log
+
+
+def test_kubectl_that_cannot_answer_stops_the_kubernetes_drain(plans):
+    executor = FakeExecutor({"get node": [(1, "")]})
+    ctx = context(plans, executor, "k8s", "k8s")
+    with pytest.raises(runner.StepFailed, match=r"kubectl get node gpu01 -o json` exited 1"):
+        runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "upgrade"),)))
 
 
 def test_a_real_replacement_waits_for_another_machine_id(plans, tmp_path, monkeypatch):

@@ -1,7 +1,9 @@
 """The nvidia_driver role's drain and resume go through the project's one drain
-(cluster_plan.cluster.slurm_drain): run on this host, with `scontrol` and `squeue` answered
-from a recorded node line, an operator's drain survives the driver's rollout, as it does
-around a `cluster-plan change` (tests/day2/test_slurm_drain.py has the decisions)."""
+(cluster_plan.cluster.slurm_drain; on Kubernetes cluster_plan.cluster.k8s_cordon): run on
+this host, with `scontrol` and `squeue` answered from a recorded node line, `kubectl` from a
+node's JSON, an operator's drain or cordon survives the driver's rollout, as it does around a
+`cluster-plan change` (tests/day2/test_slurm_drain.py and tests/kubernetes/test_k8s_cordon.py
+have the decisions)."""
 
 from __future__ import annotations
 
@@ -38,25 +40,82 @@ elif args[:1] == ["update"]:
 """
 
 
+# kubectl for one node, the node's JSON in a file beside it; every call logged with its
+# KUBECONFIG; get, annotate, cordon and uncordon as the API server answers them
+FAKE_KUBECTL = r"""#!PYTHON
+import json, os, sys
+state_file = os.environ["FAKE_KUBECTL_STATE"]
+node = json.load(open(state_file))
+args = sys.argv[1:]
+with open(state_file + ".log", "a") as log:
+    log.write(json.dumps([os.environ.get("KUBECONFIG"), *args]) + "\n")
+annotations = node["metadata"].setdefault("annotations", {})
+if args[:2] == ["get", "node"]:
+    print(json.dumps(node, indent=4))
+elif args[0] == "annotate":
+    record = args[-1]
+    if record.endswith("-"):
+        annotations.pop(record[:-1], None)
+    else:
+        key, value = record.split("=", 1)
+        annotations[key] = value
+elif args[0] in ("cordon", "uncordon"):
+    node["spec"]["unschedulable"] = args[0] == "cordon"
+json.dump(node, open(state_file, "w"))
+"""
+SLURM_VARS = {"nvidia_driver_scheduler": "slurm", "nvidia_driver_slurm_controller": "localhost"}
+KUBERNETES_VARS = {
+    "nvidia_driver_scheduler": "kubernetes",
+    "nvidia_driver_kubernetes_control_plane": "localhost",
+    "nvidia_driver_kubeconfig": "/etc/kubernetes/admin.conf",
+}
+
+
+def fake_tool(tmp_path: Path, script: str, *tools: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in tools:
+        path = bin_dir / tool
+        path.write_text(script.replace("PYTHON", sys.executable, 1))
+        path.chmod(0o755)
+    return bin_dir
+
+
 def run_role_tasks(tmp_path: Path, line: str, *tasks: str, check: bool = False) -> tuple[str, list]:
     """The role's task files `tasks` run on this host against the fake Slurm; the output and
     the scontrol updates made."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for tool in ("scontrol", "squeue", "sinfo"):
-        path = bin_dir / tool
-        path.write_text(FAKE_SLURM.replace("PYTHON", sys.executable, 1))
-        path.chmod(0o755)
+    bin_dir = fake_tool(tmp_path, FAKE_SLURM, "scontrol", "squeue", "sinfo")
     state = tmp_path / "slurm.json"
     state.write_text(json.dumps({"line": line, "jobs": [], "updates": []}))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SLURM_STATE": str(state)}
+    out = play(tmp_path, SLURM_VARS, env, tasks, check)
+    return out, json.loads(state.read_text())["updates"]
+
+
+def run_role_tasks_on_kubernetes(
+    tmp_path: Path, node: dict, *tasks: str, check: bool = False
+) -> tuple[str, dict, list[list[str]]]:
+    """The role's task files `tasks` run on this host against the fake kubectl: the output,
+    the node after and the kubectl commands run (each with its KUBECONFIG first)."""
+    bin_dir = fake_tool(tmp_path, FAKE_KUBECTL, "kubectl")
+    state = tmp_path / "node.json"
+    state.write_text(json.dumps(node))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_KUBECTL_STATE": str(state)}
+    out = play(tmp_path, KUBERNETES_VARS, env, tasks, check)
+    log = state.with_name("node.json.log")
+    calls = [json.loads(c) for c in log.read_text().splitlines()] if log.exists() else []
+    return out, json.loads(state.read_text()), calls
+
+
+def play(tmp_path: Path, scheduler: dict, environ: dict, tasks: tuple, check: bool) -> str:
+    """The role's task files run on this host as the driver rollout's play; its output."""
     plays = [
         {
             "name": "The driver rollout's drain and resume",
             "hosts": "localhost",
             "gather_facts": False,
             "vars": {
-                "nvidia_driver_scheduler": "slurm",
-                "nvidia_driver_slurm_controller": "localhost",
+                **scheduler,
                 "nvidia_driver_node_name": "gpu01",
                 "nvidia_driver_selected": {"branch": 570},
                 "nvidia_driver_drain_timeout": 30,
@@ -74,8 +133,7 @@ def run_role_tasks(tmp_path: Path, line: str, *tasks: str, check: bool = False) 
     playbook.write_text(json.dumps(plays))
     env = {
         **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_SLURM_STATE": str(state),
+        **environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_CACHE_PLUGIN": "memory",
         "ANSIBLE_NOCOLOR": "1",
@@ -89,7 +147,7 @@ def run_role_tasks(tmp_path: Path, line: str, *tasks: str, check: bool = False) 
                           timeout=300, check=False)  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    return out, json.loads(state.read_text())["updates"]
+    return out
 
 
 def test_an_operator_s_drain_survives_the_driver_rollout(tmp_path: Path):
@@ -126,18 +184,20 @@ def test_check_mode_changes_nothing(tmp_path: Path, line: str):
     assert updates == [] and "changed: [localhost" in out, out
 
 
-def test_the_module_documents_the_action_s_arguments():
+@pytest.mark.parametrize("name", ["slurm_drain", "k8s_cordon"])
+def test_the_module_documents_the_action_s_arguments(name: str):
+    import importlib
     import importlib.util
 
     import yaml
 
     spec = importlib.util.spec_from_file_location(
-        "slurm_drain_action", ROOT / "plugins" / "action" / "slurm_drain.py"
+        f"{name}_action", ROOT / "plugins" / "action" / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     action = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(action)
-    import slurm_drain as module  # plugins/modules (tests/roles/conftest.py)
+    module = importlib.import_module(name)  # plugins/modules (tests/roles/conftest.py)
 
     assert module.ARGUMENT_SPEC == action.ARGUMENTS
     documented = yaml.safe_load(module.DOCUMENTATION)["options"]
@@ -145,3 +205,55 @@ def test_the_module_documents_the_action_s_arguments():
     for name, option in documented.items():
         assert option["type"] == action.ARGUMENTS[name]["type"], name
         assert option.get("default") == action.ARGUMENTS[name].get("default"), name
+
+
+def k8s_node(cordoned: bool = False, by: str | None = None) -> dict:
+    """gpu01 as `kubectl get node -o json` shows it (tests/kubernetes/fixtures), cordoned or
+    not, with the owner's annotation or without."""
+    node = json.loads((ROOT / "tests/kubernetes/fixtures/node-gpu01.json").read_text())
+    node["spec"]["unschedulable"] = cordoned
+    if by is not None:
+        node["metadata"]["annotations"]["cluster-plan.io/cordoned-by"] = by
+    return node
+
+
+def changes(calls: list[list[str]]) -> list[list[str]]:
+    """The kubectl commands that change something, without their KUBECONFIG."""
+    return [c[1:] for c in calls if c[1:3] != ["get", "node"]]
+
+
+@pytest.mark.parametrize(
+    "by", [None, "cluster-plan:change: upgrade"], ids=["operator", "another-owner"]
+)
+def test_an_operator_s_cordon_survives_the_driver_rollout_on_kubernetes(tmp_path: Path, by):
+    out, node, calls = run_role_tasks_on_kubernetes(tmp_path, k8s_node(True, by), "drain", "resume")
+    assert node["spec"]["unschedulable"] is True, out  # never uncordoned
+    assert node["metadata"]["annotations"].get("cluster-plan.io/cordoned-by") == by, out
+    # the pods are evicted all the same; nothing else changes
+    assert [c[0] for c in changes(calls)] == ["drain"], out
+    assert "gpu01 is cordoned already" in out and "gpu01 stays cordoned" in out
+
+
+def test_the_role_cordons_with_its_record_then_evicts_and_lifts_only_its_own(tmp_path: Path):
+    out, node, calls = run_role_tasks_on_kubernetes(tmp_path, k8s_node(), "drain")
+    record = "cluster-plan.io/cordoned-by=cluster-plan:nvidia_driver: upgrade to branch 570"
+    assert changes(calls) == [
+        ["annotate", "node", "gpu01", "--overwrite", record],
+        ["cordon", "gpu01"],
+        ["drain", "gpu01", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s"],
+    ], out
+    assert {c[0] for c in calls} == {"/etc/kubernetes/admin.conf"}  # the role's kubeconfig
+    (tmp_path / "node.json.log").unlink()
+    out, node, calls = run_role_tasks_on_kubernetes(tmp_path, node, "resume")
+    assert changes(calls) == [
+        ["uncordon", "gpu01"],
+        ["annotate", "node", "gpu01", "cluster-plan.io/cordoned-by-"],
+    ], out
+    assert not node["spec"]["unschedulable"]
+    assert "cluster-plan.io/cordoned-by" not in node["metadata"]["annotations"]
+
+
+def test_check_mode_cordons_nothing(tmp_path: Path):
+    out, node, calls = run_role_tasks_on_kubernetes(tmp_path, k8s_node(), "drain", check=True)
+    assert changes(calls) == [] and "changed: [localhost" in out, out
+    assert not node["spec"]["unschedulable"]

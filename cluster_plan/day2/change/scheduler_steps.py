@@ -1,12 +1,14 @@
-"""The change's steps in the scheduler: drain a host (Slurm, through the project's one drain;
-Kubernetes, cordon), wait for its jobs or pods, resume it, and see it take a job again."""
+"""The change's steps in the scheduler: drain a host through the project's one drain (Slurm,
+cluster_plan.slurm.drain; Kubernetes, its cordon, cluster_plan.kubernetes.cordon), wait for
+its jobs or pods, resume it, and see it take a job again."""
 
 from __future__ import annotations
 
 import shlex
 
-from cluster_plan.day2.change.context import StepContext, StepFailed, kubectl
+from cluster_plan.day2.change.context import KUBECONFIG, StepContext, StepFailed, kubectl
 from cluster_plan.day2.change.operations import DRAIN_OWNER, Step
+from cluster_plan.kubernetes import cordon
 from cluster_plan.plan.roles import JOB_ROLES
 from cluster_plan.slurm import commands as slurm_commands
 from cluster_plan.slurm import drain as slurm_drain
@@ -23,16 +25,27 @@ def _slurm(ctx: StepContext) -> slurm_drain.Run:
     return run
 
 
+def _kubectl(ctx: StepContext) -> cordon.Run:
+    """kubectl, run on the first control plane with the cluster's admin kubeconfig."""
+    control_plane = ctx.controller()
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        result = ctx.sh(control_plane, f"KUBECONFIG={KUBECONFIG} {shlex.join(argv)}")
+        return result.rc, result.stdout, result.stderr
+
+    return run
+
+
 def drain(ctx: StepContext, step: Step) -> None:
-    """The project's one drain (cluster_plan.slurm.drain), owned by the change: a node drained
-    already for anyone else's reason keeps it, and stays drained after."""
+    """The project's one drain, owned by the change (a Slurm drain, a Kubernetes cordon): a
+    node held already by anyone else keeps their hold, and stays held after."""
+    why = str(step.param("why", "drained"))
     for host in step.hosts:
-        if ctx.scheduler != "slurm":
-            ctx.must(ctx.controller(), kubectl(f"cordon {host}"))
-            continue
-        why = str(step.param("why", "drained"))
         try:
-            decision = slurm_drain.drain(_slurm(ctx), host, DRAIN_OWNER, why)
+            if ctx.scheduler == "slurm":
+                decision = slurm_drain.drain(_slurm(ctx), host, DRAIN_OWNER, why)
+            else:
+                decision = cordon.cordon(_kubectl(ctx), host, DRAIN_OWNER, why)
         except slurm_drain.DrainError as exc:
             raise StepFailed(str(exc)) from None
         if decision.held_by is not None:
@@ -99,15 +112,16 @@ def wait_jobs(ctx: StepContext, step: Step) -> None:
 
 
 def resume(ctx: StepContext, step: Step) -> None:
-    """Resume the hosts the change drained; an operator's own drain is theirs to lift."""
+    """Resume the hosts the change drained or cordoned; an operator's own drain or cordon is
+    theirs to lift."""
     for host in step.hosts:
         if not JOB_ROLES & set(ctx.host(host)["roles"]):
             continue
-        if ctx.scheduler == "kubernetes":
-            ctx.must(ctx.controller(), kubectl(f"uncordon {host}"))
-            continue
         try:
-            decision = slurm_drain.resume(_slurm(ctx), host, DRAIN_OWNER)
+            if ctx.scheduler == "kubernetes":
+                decision = cordon.uncordon(_kubectl(ctx), host, DRAIN_OWNER)
+            else:
+                decision = slurm_drain.resume(_slurm(ctx), host, DRAIN_OWNER)
         except slurm_drain.DrainError as exc:
             raise StepFailed(str(exc)) from None
         if decision.held_by is not None:
