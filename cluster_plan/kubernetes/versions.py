@@ -19,9 +19,13 @@ KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 @dataclass(frozen=True)
 class Release:
     minor: str  # "1.36"
-    version: str  # the full version kubeadm installs: "1.36.0"
+    version: str  # the full version kubeadm installs: "1.36.3"
     mutating_policy_version: str  # v1alpha1 | v1beta1 | v1
-    pause_image: str  # the sandbox image this kubeadm release expects
+    pause: str  # the sandbox (pause) image tag this kubeadm release expects: "3.10.2"
+
+    @property
+    def pause_image(self) -> str:
+        return f"registry.k8s.io/pause:{self.pause}"
 
     @property
     def mutating_policy_api(self) -> str:
@@ -42,14 +46,17 @@ class Release:
         ]
 
 
-# The first release of each minor: the plan pins a patch release with version: "1.36.3".
+# The one table of releases: per minor, the patch release a plan naming only the minor
+# installs (the newest the Go module proxy served when it was pinned; the offline bundle
+# builds the same one), the policy API version and the pause tag of its kubeadm
+# (cmd/kubeadm/app/constants/constants.go). A plan may pin another patch: version: "1.36.4".
 _RELEASES = {
-    "1.32": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.33": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.34": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.35": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.36": ("v1", "registry.k8s.io/pause:3.10.2"),
-    "1.37": ("v1", "registry.k8s.io/pause:3.10.2"),
+    "1.32": ("1.32.13", "v1alpha1", "3.10"),
+    "1.33": ("1.33.13", "v1alpha1", "3.10"),
+    "1.34": ("1.34.4", "v1beta1", "3.10.1"),
+    "1.35": ("1.35.4", "v1beta1", "3.10.1"),
+    "1.36": ("1.36.3", "v1", "3.10.2"),
+    "1.37": ("1.37.2", "v1", "3.10.2"),
 }
 SUPPORTED = tuple(_RELEASES)
 _VERSION = re.compile(r"^(1\.[0-9]+)(?:\.([0-9]+))?$")
@@ -70,8 +77,8 @@ def release(version: str) -> Release:
             f"Kubernetes {minor} is not supported: the scheduling policy needs "
             f"MutatingAdmissionPolicy, so {SUPPORTED[0]} to {SUPPORTED[-1]}"
         )
-    api, pause = _RELEASES[minor]
-    return Release(minor, f"{minor}.{patch or 0}", api, pause)
+    pinned, api, pause = _RELEASES[minor]
+    return Release(minor, f"{minor}.{patch}" if patch is not None else pinned, api, pause)
 
 
 # The offline bundle (cluster_plan.kubernetes.bundle): the patch release built for each minor,
@@ -102,9 +109,15 @@ class BundleRelease:
         }
 
 
+def _bundled(minor: str, etcd_image_tag: str, coredns: str) -> BundleRelease:
+    """The bundle of a minor builds the release the renderer installs, with its pause."""
+    pinned = release(minor)
+    return BundleRelease(pinned.version, etcd_image_tag, coredns, pinned.pause)
+
+
 BUNDLE_RELEASES = {
-    "1.36": BundleRelease("1.36.3", "3.6.8-0", "v1.14.2", "3.10.2"),
-    "1.37": BundleRelease("1.37.2", "3.7.0-0", "v1.14.6", "3.10.2"),
+    "1.36": _bundled("1.36", "3.6.8-0", "v1.14.2"),
+    "1.37": _bundled("1.37", "3.7.0-0", "v1.14.6"),
 }
 # The node's runtime and network plugins, the same for every release above: containerd 2
 # (1.7 lacks the CRI features 1.36 uses by default), runc for it, the CNI reference plugins.
