@@ -15,7 +15,7 @@ from typing import Any
 import netaddr
 
 from cluster_plan.kubernetes import names
-from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, release
+from cluster_plan.kubernetes.versions import Release, UnsupportedVersion, bundle_release, release
 from cluster_plan.plan.findings import Finding, PlanError
 from cluster_plan.plan.networks import network_space
 
@@ -55,6 +55,14 @@ class KubernetesPlan:
     default_class: str | None
     api_vip: str | None
     gpu_sharing: dict[str, Any] = field(default_factory=dict)
+    cni: str = "calico"  # calico | host-routes
+    mirror: dict[str, Any] | None = None  # {host, registry_port, files_port}: the plan's own
+
+    @property
+    def lab(self) -> bool:
+        """A lab plan (a `lab` section): its nodes are namespaces on one machine, reached only
+        through the lab (cluster_plan.lab), never real hosts."""
+        return self.expanded.get("lab") is not None
 
     @property
     def cluster_name(self) -> str:
@@ -130,13 +138,15 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         node_network=str(k8s["node_network"]),
         pod_cidr=str(k8s["pod_cidr"]),  # checked against every plan network by validate
         service_cidr=str(k8s["service_cidr"]),
-        encapsulation=str(k8s["encapsulation"]),
+        encapsulation=pod_encapsulation(k8s),
         control_planes=control_planes,
         nodes=nodes,
         classes=classes,
         default_class=_default_class(expanded, classes),
         api_vip=str(vip) if vip else None,
         gpu_sharing=dict(k8s["gpu_sharing"]),
+        cni=str(k8s.get("cni") or "calico"),
+        mirror=dict(k8s["mirror"]) if k8s.get("mirror") else None,
     )
 
 
@@ -162,11 +172,109 @@ def refusals(view: Expanded) -> list[Finding]:
         )
     network = str(k8s.get("node_network"))
     findings += _node_network(view, network, nodes)
-    findings += _pod_mtu(view, network, str(k8s.get("encapsulation", "ipip")))
+    findings += _pod_mtu(view, network, pod_encapsulation(k8s))
     findings += _api_vip(view, k8s.get("api_vip"), control_planes)
     findings += _cidr_sizes(k8s, len(nodes))
     findings += _names(view, _classes(view, nodes))
+    findings += _mirror(view, k8s, nodes, network)
     return findings
+
+
+# What Kubernetes listens on: API, etcd, kubelet, kube-proxy, controller-manager, scheduler
+# (kubeadm's defaults), and NodePorts on every node. A mirror on a node must leave them free.
+KUBERNETES_PORTS = (API_PORT, 2379, 2380, 10248, 10249, 10250, 10256, 10257, 10259)
+NODE_PORTS = range(30000, 32768)
+
+
+def _mirror(
+    view: Expanded, k8s: Mapping[str, Any], nodes: tuple[str, ...], network: str
+) -> list[Finding]:
+    """The plan's mirror: a plan host on the node network, two free ports, the bundle's
+    version and a pod network the bundle carries."""
+    mirror = k8s.get("mirror")
+    if not isinstance(mirror, Mapping):
+        return []
+    path = (*_K8S, "mirror")
+    findings = _mirror_host(view, str(mirror.get("host")), nodes, network)
+    findings += _mirror_ports(mirror, str(mirror.get("host")) in nodes)
+    if k8s.get("cni", "calico") != "host-routes":
+        findings.append(
+            Finding(
+                "mirror-cni",
+                "the mirror serves the offline bundle, which has no Calico (its images are on "
+                "public registries): an air-gapped cluster needs cni: host-routes",
+                path,
+                hint="set scheduler.kubernetes.cni: host-routes",
+            )
+        )
+    if "version" in k8s:
+        try:
+            bundle_release(str(k8s["version"]))
+        except UnsupportedVersion as exc:
+            findings.append(Finding("unsupported-version", str(exc), (*_K8S, "version")))
+    return findings
+
+
+def _mirror_host(view: Expanded, host: str, nodes: tuple[str, ...], network: str) -> list[Finding]:
+    from cluster_plan.plan.checks.hints import did_you_mean  # checks build on this module
+
+    path = (*_K8S, "mirror", "host")
+    hosts = view["hosts"]
+    if host not in hosts:
+        return [
+            Finding(
+                "unknown-reference",
+                f"mirror host {host!r} is not a host of the plan",
+                path,
+                hint=did_you_mean(host, sorted(nodes or hosts)[:50]),
+            )
+        ]
+    if network in view["networks"] and network not in hosts[host]["interfaces"]:
+        return [
+            Finding(
+                "node-off-network",
+                f"mirror host {host} has no address on node network {network}, where the "
+                "nodes fetch from it",
+                path,
+            )
+        ]
+    return []
+
+
+def _mirror_ports(mirror: Mapping[str, Any], on_a_node: bool) -> list[Finding]:
+    path = (*_K8S, "mirror")
+    ports = {"registry_port": mirror.get("registry_port", 5000)}
+    ports["files_port"] = mirror.get("files_port", 8080)
+    if ports["registry_port"] == ports["files_port"]:
+        return [
+            Finding(
+                "mirror-port",
+                f"the registry and the files repository cannot share port {ports['files_port']}",
+                (*path, "files_port"),
+            )
+        ]
+    if not on_a_node:
+        return []
+    return [
+        Finding(
+            "mirror-port",
+            f"{key} {port} is a port Kubernetes uses on the mirror host, a node of the cluster "
+            "(API 6443, etcd 2379-2380, kubelet 10248/10250, kube-proxy 10249/10256, "
+            "controller-manager 10257, scheduler 10259, NodePorts 30000-32767)",
+            (*path, key),
+            hint="e.g. registry_port: 5000, files_port: 8080 (the defaults)",
+        )
+        for key, port in ports.items()
+        if port in KUBERNETES_PORTS or port in NODE_PORTS
+    ]
+
+
+def pod_encapsulation(k8s: Mapping[str, Any]) -> str:
+    """How pod traffic crosses the node network: Calico's `encapsulation`; host-routes never
+    wraps it (each node routes the others' pod ranges to them directly)."""
+    if k8s.get("cni", "calico") == "host-routes":
+        return "none"
+    return str(k8s.get("encapsulation", "ipip"))
 
 
 def _members(view: Expanded) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -60,11 +60,19 @@ def test_pod_mtu_refuses_what_cannot_work():
 
 
 def test_pod_mtu_follows_the_smallest_node_interface():
-    expanded = expanded_plan("lab-k8s")
+    expanded = expanded_plan("lab-as-kubernetes")  # Calico, IP-in-IP
     assert network_settings(render(expanded).plan)["pod_mtu"] == 9000 - 20
     expanded["hosts"]["cpu01"]["interfaces"]["compute"]["mtu"] = 1500
     settings = network_settings(render(expanded).plan)
     assert (settings["node_network_mtu"], settings["pod_mtu"]) == (1500, 1480)
+
+
+def test_host_routes_wrap_nothing_so_pods_get_the_node_network_mtu():
+    expanded = expanded_plan("lab-k8s")
+    assert expanded["scheduler"]["kubernetes"]["encapsulation"] == "ipip"  # Calico's default
+    settings = network_settings(render(expanded).plan)
+    assert settings["plugin"] == "host-routes"
+    assert (settings["encapsulation"], settings["pod_mtu"]) == ("none", 9000)
 
 
 # --- the Calico manifest, edited structurally ---
