@@ -40,6 +40,7 @@ ALLOWED = {
     ("exporters", "acceptance"): "the state collector reads the acceptance history",
     ("exporters", "monitoring"): "the collectors write the metrics of the monitoring's table",
     ("exporters", "slurm"): "the Slurm collector reads scontrol through the Slurm commands",
+    ("kubernetes", "lab"): "what a lab's namespace nodes need of kubelet and containerd",
     ("kubernetes", "monitoring"): "prometheus-operator objects carry the alert rules",
     ("kubernetes", "slurm"): "a cordon records its owner as the one Slurm drain does",
     ("kubernetes", "views"): "k8s render writes its folder as every rendering does",

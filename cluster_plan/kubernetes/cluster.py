@@ -16,14 +16,14 @@ from cluster_plan.plan.findings import Finding, PlanError
 from cluster_plan.plan.kubernetes import (
     Expanded,
     Host,
-    Release,
     WorkloadClass,
     members,
+    pod_encapsulation,
     refusals,
-    release,
     settings,
     workload_classes,
 )
+from cluster_plan.plan.kubernetes_releases import Release, release
 
 API_PORT = 6443
 
@@ -42,6 +42,14 @@ class KubernetesPlan:
     default_class: str | None
     api_vip: str | None
     gpu_sharing: dict[str, Any] = field(default_factory=dict)
+    cni: str = "calico"  # calico | host-routes
+    mirror: dict[str, Any] | None = None  # {host, registry_port, files_port}: the plan's own
+
+    @property
+    def lab(self) -> bool:
+        """A lab plan (a `lab` section): its nodes are namespaces on one machine, reached only
+        through the lab (cluster_plan.lab), never real hosts."""
+        return self.expanded.get("lab") is not None
 
     @property
     def cluster_name(self) -> str:
@@ -113,13 +121,15 @@ def kubernetes_plan(expanded: Expanded) -> KubernetesPlan:
         node_network=str(k8s["node_network"]),
         pod_cidr=str(k8s["pod_cidr"]),  # checked against every plan network by validate
         service_cidr=str(k8s["service_cidr"]),
-        encapsulation=str(k8s["encapsulation"]),
+        encapsulation=pod_encapsulation(k8s),
         control_planes=control_planes,
         nodes=nodes,
         classes=classes,
         default_class=_default_class(expanded, classes),
         api_vip=str(vip) if vip else None,
         gpu_sharing=dict(k8s["gpu_sharing"]),
+        cni=str(k8s.get("cni") or "calico"),
+        mirror=dict(k8s["mirror"]) if k8s.get("mirror") else None,
     )
 
 

@@ -10,6 +10,10 @@
 
 Node IPs are the node's address on the plan's node network; labels and taints are the
 ones of nodes.py, registered by kubeadm when the node joins.
+
+With the plan's mirror (mirror.py), kubeadm pulls every image from it: imageRepository is
+the mirror's registry, with the bundle's etcd and CoreDNS tags. A lab plan's cluster gets the
+lab's settings (cluster_plan.lab.kubernetes); no other plan does.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from typing import Any
 
 from cluster_plan.kubernetes import nodes
 from cluster_plan.kubernetes.cluster import API_PORT, KubernetesPlan
+from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.kubernetes.reserved import EVICTION_HARD_MEMORY, SYSTEM_RESERVED, kube_reserved
 from cluster_plan.kubernetes.versions import KUBEADM_API, KUBELET_API
+
+KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 
 CONFIG_DIR = "/etc/kubernetes/cluster-plan"
 PATCH_DIR = f"{CONFIG_DIR}/patches"
@@ -42,9 +49,16 @@ def _registration(plan: KubernetesPlan, name: str) -> dict[str, Any]:
         "kubeletExtraArgs": args,
         "taints": nodes.node_taints(plan, name),
     }
+    ignored = []
     if plan.api_vip and name in plan.control_planes:
         # kube-vip's static pod is in place before kubeadm runs: the VIP must answer first
-        registration["ignorePreflightErrors"] = ["DirAvailable--etc-kubernetes-manifests"]
+        ignored.append("DirAvailable--etc-kubernetes-manifests")
+    if plan.lab:
+        from cluster_plan.lab.kubernetes import PREFLIGHT_IGNORED
+
+        ignored += PREFLIGHT_IGNORED
+    if ignored:
+        registration["ignorePreflightErrors"] = ignored
     return registration
 
 
@@ -60,7 +74,7 @@ def cluster_configuration(plan: KubernetesPlan) -> dict[str, Any]:
     api_server: dict[str, Any] = {"certSANs": list(dict.fromkeys(sans))}
     if plan.release.api_server_args:
         api_server["extraArgs"] = plan.release.api_server_args
-    return {
+    configuration: dict[str, Any] = {
         "apiVersion": KUBEADM_API,
         "kind": "ClusterConfiguration",
         "clusterName": plan.cluster_name,
@@ -74,12 +88,20 @@ def cluster_configuration(plan: KubernetesPlan) -> dict[str, Any]:
         "apiServer": api_server,
         "etcd": {"local": {"dataDir": "/var/lib/etcd"}},
     }
+    mirror = plan_mirror(plan)
+    if mirror:
+        # every image from the mirror, at the bundle's tags: kubeadm's own defaults for this
+        # release, stated so that a kubeadm of another patch cannot ask for others
+        configuration["imageRepository"] = mirror.registry
+        configuration["etcd"]["local"]["imageTag"] = mirror.release.etcd_image_tag
+        configuration["dns"] = {"imageTag": mirror.release.coredns}
+    return configuration
 
 
-def kubelet_configuration() -> dict[str, Any]:
+def kubelet_configuration(plan: KubernetesPlan) -> dict[str, Any]:
     """Cluster-wide kubelet settings: the systemd cgroup driver (as containerd's runc),
     containerd's socket, and eviction before the node runs out of memory."""
-    return {
+    settings = {
         "apiVersion": KUBELET_API,
         "kind": "KubeletConfiguration",
         "cgroupDriver": "systemd",
@@ -96,6 +118,20 @@ def kubelet_configuration() -> dict[str, Any]:
         },
         "enforceNodeAllocatable": ["pods"],
     }
+    if plan.lab:
+        from cluster_plan.lab.kubernetes import kubelet_settings
+
+        return kubelet_settings(settings)
+    return settings
+
+
+def kube_proxy_configuration(plan: KubernetesPlan) -> list[dict[str, Any]]:
+    """kube-proxy's settings where the plan has any (kubeadm's defaults otherwise)."""
+    if not plan.lab:
+        return []
+    from cluster_plan.lab.kubernetes import KUBE_PROXY
+
+    return [{"apiVersion": KUBE_PROXY_API, "kind": "KubeProxyConfiguration", **KUBE_PROXY}]
 
 
 def kubelet_patch(plan: KubernetesPlan, name: str) -> dict[str, Any]:
@@ -120,7 +156,8 @@ def node_configuration(plan: KubernetesPlan, name: str) -> list[dict[str, Any]]:
                 "patches": patches,
             },
             cluster_configuration(plan),
-            kubelet_configuration(),
+            kubelet_configuration(plan),
+            *kube_proxy_configuration(plan),
         ]
     join: dict[str, Any] = {
         "apiVersion": KUBEADM_API,

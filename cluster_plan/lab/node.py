@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster_plan.lab.hardware import device_links, device_nodes
+from cluster_plan.lab.kubernetes import boot_lines as kubelet_boot_lines
+from cluster_plan.lab.kubernetes import exec_line as kubelet_exec_line
 from cluster_plan.lab.names import CGROUP_ROOT, LabError, LabNames
 from cluster_plan.lab.proc import ProcRef, run, spawn
 from cluster_plan.plan.contract import Host
@@ -159,9 +161,10 @@ def boot_script(
         'mount -t tmpfs -o mode=1777,nosuid,nodev shm "$R/dev/shm"',
         'mount -t tmpfs -o mode=755,nosuid,nodev,size=64m run "$R/run"',
         'mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$R/tmp"',
+        *kubelet_boot_lines(dict(spec), node),
         f"hostname {q(spec['hostname'])}",
         "export container=other",
-        'exec chroot "$R" /lib/systemd/systemd --system',
+        kubelet_exec_line(dict(spec)) or 'exec chroot "$R" /lib/systemd/systemd --system',
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,6 @@
-"""The Kubernetes section of a plan: the releases it may name, the names Kubernetes takes from
-it, the MTU its node network leaves the pods, and every reason it cannot become a cluster.
+"""The Kubernetes section of a plan: the names Kubernetes takes from it, the MTU its node
+network leaves the pods, and every reason it cannot become a cluster (the releases it may name:
+kubernetes_releases; its own mirror: kubernetes_mirror).
 
 validate's check (cluster_plan.plan.checks.kubernetes) and the renderer
 (cluster_plan.kubernetes.cluster) both ask `refusals`, so the rules are stated once, here in
@@ -17,6 +18,8 @@ from typing import Any
 import netaddr
 
 from cluster_plan.plan.findings import Finding
+from cluster_plan.plan.kubernetes_mirror import mirror_refusals
+from cluster_plan.plan.kubernetes_releases import Release, UnsupportedVersion, release
 from cluster_plan.plan.networks import network_space
 from cluster_plan.plan.roles import KUBERNETES_NODE_ROLES
 
@@ -25,73 +28,6 @@ Expanded = Mapping[str, Any]
 Host = dict[str, Any]
 
 _K8S = ("scheduler", "kubernetes")
-
-# ---- releases ------------------------------------------------------------------------------
-# The plan's routing policy is a MutatingAdmissionPolicy (KEP-3962): alpha in 1.32 and 1.33,
-# beta in 1.34 and 1.35 (both off by default, so the API server gets the feature gate and the
-# API group version switched on), GA in 1.36. Older releases have no in-tree way to mutate a
-# pod from a policy object, so they are refused rather than served a half policy.
-
-ADMISSION_GROUP = "admissionregistration.k8s.io"
-
-
-@dataclass(frozen=True)
-class Release:
-    minor: str  # "1.36"
-    version: str  # the full version kubeadm installs: "1.36.0"
-    mutating_policy_version: str  # v1alpha1 | v1beta1 | v1
-    pause_image: str  # the sandbox image this kubeadm release expects
-
-    @property
-    def mutating_policy_api(self) -> str:
-        return f"{ADMISSION_GROUP}/{self.mutating_policy_version}"
-
-    @property
-    def validating_policy_api(self) -> str:
-        return f"{ADMISSION_GROUP}/v1"  # GA since 1.30
-
-    @property
-    def api_server_args(self) -> list[dict[str, str]]:
-        """kube-apiserver flags that turn the mutating policy API on where it is not GA."""
-        if self.mutating_policy_version == "v1":
-            return []
-        return [
-            {"name": "feature-gates", "value": "MutatingAdmissionPolicy=true"},
-            {"name": "runtime-config", "value": f"{self.mutating_policy_api}=true"},
-        ]
-
-
-# The first release of each minor: the plan pins a patch release with version: "1.36.3".
-_RELEASES = {
-    "1.32": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.33": ("v1alpha1", "registry.k8s.io/pause:3.10"),
-    "1.34": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.35": ("v1beta1", "registry.k8s.io/pause:3.10.1"),
-    "1.36": ("v1", "registry.k8s.io/pause:3.10.2"),
-    "1.37": ("v1", "registry.k8s.io/pause:3.10.2"),
-}
-SUPPORTED = tuple(_RELEASES)
-VERSION_PATTERN = re.compile(r"^(1\.[0-9]+)(?:\.([0-9]+))?$")
-
-
-class UnsupportedVersion(ValueError):
-    """str() says which versions are supported."""
-
-
-def release(version: str) -> Release:
-    """The release for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3")."""
-    match = VERSION_PATTERN.match(str(version))
-    if not match:
-        raise UnsupportedVersion(f"{version!r} is not a Kubernetes version like 1.36 or 1.36.3")
-    minor, patch = match.group(1), match.group(2)
-    if minor not in _RELEASES:
-        raise UnsupportedVersion(
-            f"Kubernetes {minor} is not supported: the scheduling policy needs "
-            f"MutatingAdmissionPolicy, so {SUPPORTED[0]} to {SUPPORTED[-1]}"
-        )
-    api, pause = _RELEASES[minor]
-    return Release(minor, f"{minor}.{patch or 0}", api, pause)
-
 
 # ---- names ---------------------------------------------------------------------------------
 
@@ -172,11 +108,20 @@ def refusals(view: Expanded) -> list[Finding]:
         )
     network = str(k8s.get("node_network"))
     findings += _node_network(view, network, nodes)
-    findings += _pod_mtu(view, network, str(k8s.get("encapsulation", "ipip")))
+    findings += _pod_mtu(view, network, pod_encapsulation(k8s))
     findings += _api_vip(view, k8s.get("api_vip"), control_planes)
     findings += _cidr_sizes(k8s, len(nodes))
     findings += _names(view, workload_classes(view, nodes))
+    findings += mirror_refusals(view, k8s, nodes, network)
     return findings
+
+
+def pod_encapsulation(k8s: Mapping[str, Any]) -> str:
+    """How pod traffic crosses the node network: Calico's `encapsulation`; host-routes never
+    wraps it (each node routes the others' pod ranges to them directly)."""
+    if k8s.get("cni", "calico") == "host-routes":
+        return "none"
+    return str(k8s.get("encapsulation", "ipip"))
 
 
 def members(view: Expanded) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,5 +1,6 @@
-"""Build an OCI image archive from the node's own busybox, for `ctr image import`: the lab
-has no registry, so the image is made where it runs. Run inside a node:
+"""Build an OCI image archive from the node's own busybox: the lab's nodes reach no public
+registry, so the test image is made on the mirror host, which then serves it from the plan's
+mirror (tests/kubernetes/test_kubernetes_lab.py). Run inside a node:
 
     python3 - OUT.tar < oci_image.py
 

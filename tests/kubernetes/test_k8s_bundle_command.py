@@ -89,6 +89,8 @@ def test_list_as_json_is_one_envelope_and_a_valid_manifest(
     assert any(s.startswith("libc6=") for s in proxy["sources"])
     missing = {n["reference"] for n in result["not_included"]}
     assert "nvcr.io/nvidia/k8s-device-plugin:v0.17.0" in missing
+    # the lab plan's pod network is the bundle's own plugins (cni: host-routes), not Calico
+    assert not any("Calico" in reference for reference in missing)
 
 
 def test_the_schema_refuses_a_broken_manifest() -> None:

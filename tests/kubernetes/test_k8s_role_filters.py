@@ -32,7 +32,7 @@ def test_the_role_renders_what_the_cli_renders():
     assert data["files"] == files(render(expanded_plan("k8s-inference")))
     assert data["first_control_plane"] == "cp1"
     assert data["control_planes"] == ["cp1", "cp2", "cp3"]
-    assert data["version"] == "1.36.0"
+    assert data["version"] == "1.36.3"
     cp2 = data["nodes"]["cp2"]
     assert cp2["kubeadm"] == data["files"]["kubeadm/cp2.yaml"]
     assert list(cp2["static_pods"]) == ["kube-vip.yaml"]

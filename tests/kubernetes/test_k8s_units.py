@@ -23,7 +23,13 @@ from cluster_plan.kubernetes.cni import (
 from cluster_plan.kubernetes.devices import device_plugin_config
 from cluster_plan.kubernetes.nodes import kubelet_labels
 from cluster_plan.kubernetes.reserved import kube_reserved
-from cluster_plan.kubernetes.versions import SUPPORTED, UnsupportedVersion, release
+from cluster_plan.kubernetes.versions import (
+    BUNDLE_RELEASES,
+    SUPPORTED,
+    UnsupportedVersion,
+    bundle_release,
+    release,
+)
 from cluster_plan.plan.findings import PlanError
 
 LAB_K8S = Path(__file__).resolve().parents[2] / "inventory" / "lab" / "k8s.yml"
@@ -54,11 +60,19 @@ def test_pod_mtu_refuses_what_cannot_work():
 
 
 def test_pod_mtu_follows_the_smallest_node_interface():
-    expanded = expanded_plan("lab-k8s")
+    expanded = expanded_plan("lab-as-kubernetes")  # Calico, IP-in-IP
     assert network_settings(render(expanded).plan)["pod_mtu"] == 9000 - 20
     expanded["hosts"]["cpu01"]["interfaces"]["compute"]["mtu"] = 1500
     settings = network_settings(render(expanded).plan)
     assert (settings["node_network_mtu"], settings["pod_mtu"]) == (1500, 1480)
+
+
+def test_host_routes_wrap_nothing_so_pods_get_the_node_network_mtu():
+    expanded = expanded_plan("lab-k8s")
+    assert expanded["scheduler"]["kubernetes"]["encapsulation"] == "ipip"  # Calico's default
+    settings = network_settings(render(expanded).plan)
+    assert settings["plugin"] == "host-routes"
+    assert (settings["encapsulation"], settings["pod_mtu"]) == ("none", 9000)
 
 
 # --- the Calico manifest, edited structurally ---
@@ -171,7 +185,7 @@ def test_kube_reserved_needs_a_real_node():
 
 
 def test_versions():
-    assert release("1.36").version == "1.36.0"
+    assert release("1.36").version == "1.36.3"  # the pinned patch release of the minor
     assert release("1.36.4").version == "1.36.4"
     assert release("1.36").mutating_policy_api == "admissionregistration.k8s.io/v1"
     assert release("1.36").api_server_args == []
@@ -182,6 +196,21 @@ def test_versions():
         release("1.30")
     with pytest.raises(UnsupportedVersion, match="not a Kubernetes version"):
         release("v1.36")
+
+
+@pytest.mark.parametrize("minor", SUPPORTED)
+def test_every_minor_names_one_patch_release_and_its_pause_image(minor):
+    pinned = release(minor)
+    assert pinned.version.startswith(f"{minor}.")
+    assert pinned.pause_image == f"registry.k8s.io/pause:{pinned.pause}"
+
+
+@pytest.mark.parametrize("minor", sorted(BUNDLE_RELEASES))
+def test_the_bundle_builds_the_release_the_renderer_installs(minor):
+    """One table: a plan's "1.36" renders the version the bundle builds, with its pause."""
+    assert BUNDLE_RELEASES[minor].kubernetes == release(minor).version
+    assert BUNDLE_RELEASES[minor].pause == release(minor).pause
+    assert bundle_release(minor) == BUNDLE_RELEASES[minor]
 
 
 def test_kubelets_register_only_labels_they_may_set():

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import copy
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from role_render import render, value
+from support.playbooks import ansible_env, recap
 
 from cluster_plan.storage import ceph, mounts
 
 ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
 # The modules import their helper from the collection, which role_render makes importable.
 crush = importlib.import_module("ceph_crush")
 pool_module = importlib.import_module("ceph_pool")
@@ -411,3 +415,30 @@ def test_slurm_state_on_the_cephfs_gets_a_one_second_mds_tick(lab_expanded):
         steps = config_module.planned_changes(dump, ceph.ceph_config_options(chosen))
         assert steps and any("mds_tick_interval" in step for step in steps) == again, printed
     assert not config_module.same_value("true", "1") and not config_module.same_value(None, "1")
+
+
+# --- a plan without Ceph ------------------------------------------------------------------
+
+
+def test_the_role_passes_over_a_plan_without_ceph(tmp_path: Path):
+    """The storage stage runs the role on every host of every plan. A plan without Ceph (the
+    Kubernetes lab plan) has no first monitor, and Ansible resolves a task's delegate_to
+    before its `when`: the role's cluster-wide steps must not reach such a task. Run in check
+    mode on this machine (every host a local connection): nothing is delegated, nothing fails."""
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- name: Ceph on a plan without Ceph\n  hosts: all\n  gather_facts: true\n"
+        f"  roles:\n    - role: {ROOT / 'roles' / 'ceph'}\n"
+    )
+    env = {key: value for key, value in ansible_env().items() if key != "CLUSTER_PLAN_LAB_ID"}
+    env |= {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_FACT_CACHING": "memory"}
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(ROOT / "inventory/lab/k8s.yml"), "--check",
+         "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}",
+         str(play)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    hosts = recap(run.stdout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert set(hosts) == {"cp01", "gpu01", "infer01", "cpu01"}
+    assert all(row["failed"] == 0 for row in hosts.values()), hosts

@@ -62,7 +62,17 @@ ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
     (common_firewall, {"common_restricted_services": firewall}),
     (
         kubernetes_plan,
-        dict.fromkeys(["kubernetes_rendering", "kubernetes_calico_manifest"], kubernetes_view),
+        dict.fromkeys(
+            [
+                "kubernetes_rendering",
+                "kubernetes_runtime",
+                "kubernetes_mirror_files",
+                "kubernetes_mirror_images",
+                "kubernetes_host_routes",
+                "kubernetes_calico_manifest",
+            ],
+            kubernetes_view,
+        ),
     ),
     (monitoring_plan, dict.fromkeys(["monitoring_rendering", "monitoring_gpus"], monitoring_view)),
     (

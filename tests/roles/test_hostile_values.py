@@ -179,8 +179,21 @@ _PLAY = {
     "ceph_keyring_entity": "client.admin",
     "ceph_keyring_key": "AQBkZXZpY2Uta2V5LWZvci10ZXN0cw==",
     "containerd_snapshotter_used": "overlayfs",
+    "containerd_sandbox_image_used": "registry.k8s.io/pause:3.10.2",
+    "containerd_plan": {"restrict_oom_score_adj": False},
+    "containerd_platform": "amd64",
+    "k8s_mirror_plan": {"address": "10.41.0.10", "registry_port": 5000, "files_port": 8080},
+    "kubernetes_pod_network": {
+        "protocol": 201,
+        "routes": [{"node": "gpu02", "dst": "10.244.1.0/24", "via": "10.41.0.12"}],
+    },
     "slurm_dbd_pass": {"content": _b64("secret")},
-    "kubernetes_rendering": {"endpoint": "10.40.0.100:6443", "first_control_plane": "head01"},
+    "kubernetes_rendering": {
+        "endpoint": "10.40.0.100:6443",
+        "first_control_plane": "head01",
+        "config_dir": "/etc/kubernetes/cluster-plan",
+        "network": {"pod_cidr": "10.244.0.0/16"},
+    },
     "kubernetes_ca": {"content": "Q0EK"},
     "kubernetes_reservation": {
         "name": "maint",

@@ -83,7 +83,8 @@ def not_included(rendering: Any) -> list[dict[str, str]]:
         {"reference": image, "where": where, "reason": "not built by the bundle"}
         for image, where in sorted(found.items())
     ]
-    return [*entries, dict(CALICO)]
+    # a plan with host-routes runs the bundle's CNI plugins: no Calico to name
+    return [*entries, *([dict(CALICO)] if rendering.plan.cni == "calico" else [])]
 
 
 def _spec(expanded: Any, result: Any) -> BundleSpec:
