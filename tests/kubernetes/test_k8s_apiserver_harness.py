@@ -35,6 +35,8 @@ from cluster_plan.kubernetes import render
 def cluster_configuration(version: str = "1.36") -> dict:
     expanded = expanded_plan("lab-k8s")
     expanded["scheduler"]["kubernetes"]["version"] = version
+    if version != "1.36":  # a connected cluster: the lab plan's mirror carries 1.36 and 1.37
+        expanded["scheduler"]["kubernetes"]["mirror"] = None
     rendering = render(expanded)
     first = rendering.plan.first_control_plane
     return next(d for d in rendering.kubeadm[first] if d["kind"] == "ClusterConfiguration")

@@ -370,7 +370,7 @@ def test_the_lab_boots_only_its_kubernetes_nodes_with_them():
 
     expanded = lab_plan()
     names = LabNames("unit")
-    script = node.boot_script(names, "gpu01", expanded["hosts"]["gpu01"], Path("/base"), {})
+    script = node.boot_script(names, "gpu01", expanded["hosts"]["gpu01"], (Path("/base"),), {})
     lines = script.splitlines()
     wanted = lab.boot_lines(expanded["hosts"]["gpu01"], names.node_dir("gpu01"))
     assert wanted and lines[lines.index(wanted[0]) :][: len(wanted)] == wanted
@@ -386,6 +386,6 @@ def test_the_lab_boots_only_its_kubernetes_nodes_with_them():
     assert last.index("pivot_root") < last.index("--make-rshared")
     slurm = expanded_plan("lab-as-kubernetes")
     slurm_host = {**slurm["hosts"]["gpu01"], "roles": ["slurm_compute"]}
-    other = node.boot_script(names, "gpu01", slurm_host, Path("/base"), {})
+    other = node.boot_script(names, "gpu01", slurm_host, (Path("/base"),), {})
     assert "kmsg" not in other and "pivot_root" not in other
     assert other.rstrip().endswith('exec chroot "$R" /lib/systemd/systemd --system')
