@@ -23,6 +23,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_plan.kubernetes.bundle.project import (
+    DEVICE_PLUGIN,
+    PROJECT_REGISTRY,
+    BundleNeeds,
+    LocalGoBuild,
+    device_plugin_build,
+)
 from cluster_plan.kubernetes.versions import (
     CNI_PLUGINS,
     CONTAINERD,
@@ -131,11 +138,12 @@ class Binary:
 
 @dataclass(frozen=True)
 class Image:
-    """One image kubeadm pulls, written by the project: one layer with the binaries at the
-    paths of the upstream image, and for kube-proxy the netfilter tools it execs."""
+    """One image written by the project, one layer: those kubeadm pulls (the binaries at the
+    paths of the upstream image, and for kube-proxy the netfilter tools it execs), and the
+    project's own (the device plugin)."""
 
     name: str
-    repository: str  # under registry.k8s.io
+    repository: str  # under the registry
     tag: str
     version: str
     files: tuple[tuple[str, str], ...]  # (path in the image, bundle binary)
@@ -144,11 +152,18 @@ class Image:
     host_files: tuple[str, ...] = ()  # from this machine, with their libraries
     host_dirs: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()  # (path in the image, target)
+    registry: str = UPSTREAM_REGISTRY
 
     @property
     def reference(self) -> str:
-        """The reference kubeadm asks for without an image repository of its own."""
-        return f"{UPSTREAM_REGISTRY}/{self.repository}:{self.tag}"
+        """The reference kubeadm asks for without an image repository of its own; for the
+        project's images, the name a site imports them under."""
+        return f"{self.registry}/{self.repository}:{self.tag}"
+
+    @property
+    def kubeadm(self) -> bool:
+        """One of the images kubeadm lists."""
+        return self.registry == UPSTREAM_REGISTRY
 
     @property
     def mirror_path(self) -> str:
@@ -181,6 +196,8 @@ class BundleSpec:
     c_builds: tuple[CBuild, ...]
     images: tuple[Image, ...]
     binaries: tuple[Binary, ...] = field(default=())
+    local_builds: tuple[LocalGoBuild, ...] = ()  # the project's own programs
+    needs: BundleNeeds = field(default_factory=BundleNeeds)
 
     @property
     def kubernetes(self) -> str:
@@ -201,13 +218,16 @@ class BundleSpec:
     def recipe(self) -> dict[str, Any]:
         """Everything that decides the bundle's bytes, except the tools (cache.py adds
         those)."""
-        return {
+        recipe = {
             "kubernetes": self.kubernetes,
             "release": self.release.recipe(),
             "go": {b.component: b.recipe() for b in self.go_builds},
             "c": {b.component: b.recipe() for b in self.c_builds},
             "images": {i.name: i.recipe() for i in self.images},
         }
+        if self.local_builds:  # a plan without needs keeps the key it had before them
+            recipe["local"] = {b.component: b.recipe() for b in self.local_builds}
+        return recipe
 
 
 def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
@@ -390,19 +410,54 @@ def _images(release: BundleRelease) -> tuple[Image, ...]:
     )
 
 
-def bundle_spec(plan_version: str) -> BundleSpec:
-    """The bundle for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3");
-    versions.UnsupportedVersion when no release of that minor is pinned."""
+def device_plugin_image(build: LocalGoBuild | None = None) -> Image:
+    """The device plugin's image: its static binary alone, run as the DaemonSet's command."""
+    build = build or device_plugin_build()
+    path = f"usr/local/bin/{build.binary}"
+    return Image(
+        DEVICE_PLUGIN,
+        DEVICE_PLUGIN,
+        build.version,
+        build.version,
+        ((path, build.binary),),
+        (f"/{path}",),
+        registry=PROJECT_REGISTRY,
+    )
+
+
+def _local_binaries(builds: tuple[LocalGoBuild, ...]) -> tuple[Binary, ...]:
+    return tuple(
+        Binary(
+            b.binary,
+            b.version,
+            b.component,
+            f"{b.module}@{b.version}",
+            f"{b.module}@{b.version}",
+            f"{b.directory}/{b.binary}",
+        )
+        for b in builds
+    )
+
+
+def bundle_spec(plan_version: str, needs: BundleNeeds | None = None) -> BundleSpec:
+    """The bundle for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3") and what
+    else the plan needs of it (`render(expanded).bundle_needs`); versions.UnsupportedVersion
+    when no release of that minor is pinned."""
+    needs = needs or BundleNeeds()
     release = bundle_release(plan_version)
     go_builds = _go_builds(release)
     c_builds = _c_builds(release)
+    local = (device_plugin_build(),) if needs.device_plugin else ()
+    images = _images(release) + tuple(device_plugin_image(b) for b in local)
     return BundleSpec(
         plan_version=str(plan_version),
         release=release,
         go_builds=go_builds,
         c_builds=c_builds,
-        images=_images(release),
-        binaries=binaries_of(go_builds, c_builds),
+        images=images,
+        binaries=binaries_of(go_builds, c_builds) + _local_binaries(local),
+        local_builds=local,
+        needs=needs,
     )
 
 

@@ -132,10 +132,17 @@ def text(document: Mapping[str, Any]) -> str:
         lines.append(
             f"  key {document['key']}: {chain['go']} {chain['platform']}, gcc {chain['gcc']}"
         )
-    for artifact in document["artifacts"]:
-        title = artifact.get("reference") or artifact["name"]
+    artifacts = document["artifacts"]
+    # columns as wide as their longest entry (the project's images have long tags)
+    titled = [(a, a.get("reference") or a["name"]) for a in artifacts]
+    width = max([48, *(len(title) for _, title in titled)])
+    version_width = max([10, *(len(a["version"]) for a in artifacts)])
+    for artifact, title in titled:
         size = _size(artifact["size"])
-        lines.append(f"{artifact['kind']:<6}  {title:<48} {artifact['version']:<10} {size:>10}")
+        version = artifact["version"]
+        lines.append(
+            f"{artifact['kind']:<6}  {title:<{width}} {version:<{version_width}} {size:>10}"
+        )
         lines.append(f"        from {', '.join(artifact['sources'])}")
         if artifact["sha256"]:
             lines.append(f"        sha256:{artifact['sha256']}")
