@@ -14,7 +14,13 @@ from cluster_plan.kubernetes.bundle.artifacts import (
     kubeadm_pins,
     pin_problems,
 )
-from cluster_plan.kubernetes.bundle.project import BundleNeeds, source_digest, source_files
+from cluster_plan.kubernetes.bundle.project import (
+    BundleNeeds,
+    TrainingBuild,
+    source_digest,
+    source_files,
+    training_tag,
+)
 from cluster_plan.kubernetes.versions import (
     BUNDLE_RELEASES,
     UnsupportedVersion,
@@ -213,3 +219,21 @@ def test_the_plugins_sources_are_package_data_and_its_tests_no_part_of_its_tag()
     assert {"main.go", "plugin.go", "devices.go", "config.go", "go.mod", "go.sum"} <= set(files)
     assert not any(name.endswith("_test.go") for name in files)
     assert b"module cluster-plan.local/device-plugin" in files["go.mod"]
+
+
+def test_a_plan_whose_job_runs_the_bundles_image_gets_the_training_image() -> None:
+    build = TrainingBuild("1.13", ("python3-torch",))
+    spec = bundle_spec("1.36", BundleNeeds(training=build))
+    image = spec.image("cluster-plan-training")
+    assert image.reference == f"cluster-plan.local/cluster-plan-training:{training_tag(build)}"
+    assert image.tag.startswith("1.13-") and not image.kubeadm
+    assert image.rootfs is not None and image.rootfs.packages == ("python3-torch",)
+    recipe = spec.recipe()["images"]["cluster-plan-training"]
+    assert recipe["rootfs"]["packages"] == ["python3-torch"]
+    assert recipe["program"][0] == "/usr/local/lib/cluster-plan/cluster-plan-collectives.pyz"
+    # another package list is another tree, tag and key; the other images' recipes stay
+    other = bundle_spec("1.36", BundleNeeds(training=TrainingBuild("1.13", ("python3-torch", "x"))))
+    assert other.image("cluster-plan-training").tag != image.tag
+    assert other.recipe() != spec.recipe()
+    base = bundle_spec("1.36").recipe()["images"]
+    assert {k: v for k, v in spec.recipe()["images"].items() if k in base} == base

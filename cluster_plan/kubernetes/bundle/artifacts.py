@@ -26,9 +26,16 @@ from typing import Any
 from cluster_plan.kubernetes.bundle.project import (
     DEVICE_PLUGIN,
     PROJECT_REGISTRY,
+    TRAINING,
+    TRAINING_ENV,
+    TRAINING_PROGRAM,
     BundleNeeds,
     LocalGoBuild,
+    Rootfs,
+    TrainingBuild,
     device_plugin_build,
+    program_source,
+    training_tag,
 )
 from cluster_plan.kubernetes.versions import (
     CNI_PLUGINS,
@@ -140,7 +147,8 @@ class Binary:
 class Image:
     """One image written by the project, one layer: those kubeadm pulls (the binaries at the
     paths of the upstream image, and for kube-proxy the netfilter tools it execs), and the
-    project's own (the device plugin)."""
+    project's own (the device plugin; the training image, a Debian root file system with the
+    training program)."""
 
     name: str
     repository: str  # under the registry
@@ -153,6 +161,9 @@ class Image:
     host_dirs: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()  # (path in the image, target)
     registry: str = UPSTREAM_REGISTRY
+    rootfs: Rootfs | None = None  # a Debian root file system under the files
+    program: str = ""  # where the project's training program goes in it
+    env: tuple[str, ...] = ()  # besides PATH
 
     @property
     def reference(self) -> str:
@@ -175,7 +186,7 @@ class Image:
         return f"{repository.rstrip('/')}/{self.mirror_path}"
 
     def recipe(self) -> dict[str, Any]:
-        return {
+        recipe: dict[str, Any] = {
             "reference": self.reference,
             "files": [list(f) for f in self.files],
             "entrypoint": list(self.entrypoint),
@@ -184,6 +195,14 @@ class Image:
             "host_dirs": list(self.host_dirs),
             "links": [list(link) for link in self.links],
         }
+        # only where set: the recipe of the other images, and so the key, is as it was
+        if self.rootfs is not None:
+            recipe["rootfs"] = self.rootfs.recipe()
+        if self.program:
+            recipe["program"] = [self.program, program_source()]
+        if self.env:
+            recipe["env"] = list(self.env)
+        return recipe
 
 
 @dataclass(frozen=True)
@@ -425,6 +444,22 @@ def device_plugin_image(build: LocalGoBuild | None = None) -> Image:
     )
 
 
+def training_image(build: TrainingBuild) -> Image:
+    """The training image: Debian with the build's packages, and the training program."""
+    return Image(
+        TRAINING,
+        TRAINING,
+        training_tag(build),
+        build.version,
+        (),
+        ("/usr/bin/python3",),
+        registry=PROJECT_REGISTRY,
+        rootfs=Rootfs(build.packages),
+        program=TRAINING_PROGRAM,
+        env=TRAINING_ENV,
+    )
+
+
 def _local_binaries(builds: tuple[LocalGoBuild, ...]) -> tuple[Binary, ...]:
     return tuple(
         Binary(
@@ -449,6 +484,8 @@ def bundle_spec(plan_version: str, needs: BundleNeeds | None = None) -> BundleSp
     c_builds = _c_builds(release)
     local = (device_plugin_build(),) if needs.device_plugin else ()
     images = _images(release) + tuple(device_plugin_image(b) for b in local)
+    if needs.training is not None:
+        images += (training_image(needs.training),)
     return BundleSpec(
         plan_version=str(plan_version),
         release=release,

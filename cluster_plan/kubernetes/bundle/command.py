@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cluster_plan.kubernetes.bundle import manifest as manifests
 from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, bundle_spec
 from cluster_plan.kubernetes.bundle.builder import BundleError, ensure, find, prepare
 from cluster_plan.kubernetes.bundle.cache import ENVIRONMENT, cache_root
+from cluster_plan.kubernetes.bundle.project import BundleNeeds
 from cluster_plan.kubernetes.versions import UnsupportedVersion
 from cluster_plan.plan.findings import Finding, PlanError
 
@@ -88,12 +90,19 @@ def not_included(rendering: Any, spec: BundleSpec) -> list[dict[str, str]]:
     return [*entries, dict(CALICO)]
 
 
-def _spec(rendering: Any, result: Any) -> BundleSpec:
+def plan_needs(plan: Any) -> BundleNeeds:
+    """What the plan needs of the bundle besides its release: the device plugin where it
+    serves a class, the training image where the training job runs the bundle's."""
     from cluster_plan.kubernetes.devices import bundle_needs
+    from cluster_plan.kubernetes.training import bundle_training
 
+    return replace(bundle_needs(plan), training=bundle_training(plan))
+
+
+def _spec(rendering: Any, result: Any) -> BundleSpec:
     version = str(rendering.plan.expanded["scheduler"]["kubernetes"]["version"])
     try:
-        return bundle_spec(version, bundle_needs(rendering.plan))
+        return bundle_spec(version, plan_needs(rendering.plan))
     except UnsupportedVersion as exc:
         finding = Finding(
             "bundle-version",

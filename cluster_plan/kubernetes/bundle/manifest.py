@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, Image
+from cluster_plan.kubernetes.bundle.project import program_source
 
 SCHEMA_VERSION = 1
 Built = Mapping[str, Mapping[str, Any]]  # artifact name -> {"sha256", "size"}
@@ -37,9 +38,11 @@ def _binary_entries(spec: BundleSpec, built: Built | None) -> list[dict[str, Any
 
 
 def image_sources(spec: BundleSpec, image: Image, packages: Mapping[str, str]) -> list[str]:
-    """The modules of the image's binaries, then the Debian packages of its other files."""
+    """The modules of the image's binaries, the Debian packages of its other files, and the
+    project's program in it."""
     sources = {spec.binary(binary).source: None for _, binary in image.files}
-    return [*sources, *(f"{name}={version}" for name, version in sorted(packages.items()))]
+    debian = [f"{name}={version}" for name, version in sorted(packages.items())]
+    return [*sources, *debian, *([program_source()] if image.program else [])]
 
 
 def _image_entries(

@@ -7,23 +7,44 @@ built like the upstream components, and an image of it that a DaemonSet runs
 (kubernetes/devices.py). For a plan with accelerators the project's plugin serves (generic
 classes; in the lab, the stand-ins of both kinds).
 
-Its version and tag are made from its sources, so a changed source is a new tag that no node
-has cached under the old name.
+**The training image** (`cluster-plan-training`): a Debian root file system with the training
+class's Debian packages (Debian 12's python3-torch: CPU, gloo) and the project's collectives
+and training program, the one the Slurm job runs, at the same path. For a plan whose
+training job runs the bundle's image (kubernetes/training.py).
+
+Their tags are made from what they are built from (the plugin's sources; the packages and
+the program), so a changed source is a new tag that no node has cached under the old name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
+
+from cluster_plan.lab.rootfs import MIRROR, SOURCES, SUITE
 
 PROJECT_REGISTRY = "cluster-plan.local"  # never resolved: `.local` is no registry's domain
 DEVICE_PLUGIN = "cluster-plan-device-plugin"
 DEVICE_PLUGIN_MODULE = "cluster-plan.local/device-plugin"
 DEVICE_PLUGIN_VERSION = "0.1.0"
 DEVICE_PLUGIN_SOURCE = "kubernetes/bundle/go/device-plugin"  # under the cluster_plan package
+TRAINING = "cluster-plan-training"
+# Where the Slurm nodes have the program too (roles/software): the same path in the image.
+TRAINING_PROGRAM = "/usr/local/lib/cluster-plan/cluster-plan-collectives.pyz"
+TRAINING_ENV = ("LANG=C.UTF-8",)
+ROOTFS_RECIPE_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class TrainingBuild:
+    """The Debian build of PyTorch the training class's nodes get (software.environments)."""
+
+    version: str  # the build's version: "1.13"
+    packages: tuple[str, ...]  # Debian packages: ("python3-torch",)
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,35 @@ class BundleNeeds:
     whose bundle is the release's alone (its key is the one without needs)."""
 
     device_plugin: bool = False
+    training: TrainingBuild | None = None
+
+
+@dataclass(frozen=True)
+class Rootfs:
+    """A Debian root file system: debootstrap's minbase, then ``packages`` with apt (no
+    recommends). The cache keeps one per key (kubernetes/bundle/rootfs.py builds it)."""
+
+    packages: tuple[str, ...]
+    suite: str = SUITE
+    mirror: str = MIRROR
+    sources: str = SOURCES
+
+    def recipe(self) -> dict[str, Any]:
+        return {
+            "recipe": ROOTFS_RECIPE_VERSION,
+            "suite": self.suite,
+            "mirror": self.mirror,
+            "sources": self.sources,
+            "packages": sorted(self.packages),
+        }
+
+    @property
+    def key(self) -> str:
+        return _digest(self.recipe())[:16]
+
+    @property
+    def name(self) -> str:
+        return f"{self.suite}-{self.key}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +104,11 @@ class LocalGoBuild:
             "digest": self.digest,
             "binary": self.binary,
         }
+
+
+def _digest(document: Any) -> str:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def source_files(source: str = DEVICE_PLUGIN_SOURCE) -> dict[str, bytes]:
@@ -86,3 +141,26 @@ def device_plugin_build() -> LocalGoBuild:
         digest=digest,
         binary=DEVICE_PLUGIN,
     )
+
+
+@cache
+def training_program() -> bytes:
+    """The collectives and training program, as the software role installs it on the nodes."""
+    from cluster_plan.node_bundle import bundle
+
+    return bundle("collectives")
+
+
+def training_tag(build: TrainingBuild) -> str:
+    """The build's version and a digest of the root file system's recipe and the program."""
+    recipe = {"rootfs": Rootfs(build.packages).recipe(), "program": _program_digest()}
+    return f"{build.version}-{_digest(recipe)[:12]}"
+
+
+def _program_digest() -> str:
+    return hashlib.sha256(training_program()).hexdigest()
+
+
+def program_source() -> str:
+    """The program in an image's manifest sources."""
+    return f"{TRAINING_PROGRAM.rsplit('/', 1)[-1]}=sha256:{_program_digest()}"
