@@ -1,18 +1,29 @@
-"""NVIDIA GPUs in Kubernetes: the `nvidia` RuntimeClass (the containerd runtime entry the
-`containerd` role writes on GPU nodes) and NVIDIA's device plugin, pinned by version, on
-the GPU nodes only, with time-slicing or MIG as the plan says.
+"""Accelerators in Kubernetes.
 
-Generic accelerators have no device plugin here: they are counted as an extended resource
-(nodes.extended_resources), which schedules them but does not hand a container its device.
+- NVIDIA GPUs: the `nvidia` RuntimeClass (the containerd runtime entry the `containerd` role
+  writes on GPU nodes) and NVIDIA's device plugin, pinned by version, on the GPU nodes only,
+  with time-slicing or MIG as the plan says.
+- Generic accelerator classes, which have no vendor plugin: the project's device plugin
+  (cluster_plan/kubernetes/bundle/go/device-plugin, an image of the offline bundle), one
+  DaemonSet per class on the nodes labelled with it, serving `cluster-plan.io/<type>` from
+  the kernel's accelerator device nodes (/dev/accel/accel*).
+- In the lab (a plan with a `lab` section), whose GPUs are stand-in device nodes no NVIDIA
+  driver answers, the project's plugin serves `nvidia.com/gpu` from /dev/nvidia<N> instead
+  of NVIDIA's, which would find no GPU.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from cluster_plan.kubernetes import names
+from cluster_plan.kubernetes.bundle.artifacts import device_plugin_image
+from cluster_plan.kubernetes.bundle.project import BundleNeeds
 from cluster_plan.kubernetes.cluster import KubernetesPlan
 from cluster_plan.kubernetes.nodes import accelerator_pools
 
@@ -132,7 +143,161 @@ def device_plugin(plan: KubernetesPlan) -> list[dict[str, Any]]:
     ]
 
 
-def device_objects(plan: KubernetesPlan) -> list[dict[str, Any]]:
-    if not has_gpus(plan):
+PROJECT_PLUGIN = "cluster-plan-device-plugin"
+PROJECT_PLUGIN_CONFIG = "/etc/cluster-plan-device-plugin"
+PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+HOST_ROOT = "/host"  # the host's /dev is mounted at /host/dev: the container keeps its own
+# The kernel's compute accelerator class (drivers/accel) names its devices /dev/accel/accel<N>
+GENERIC_DEVICES = "/dev/accel/accel*"
+NVIDIA_DEVICES = "/dev/nvidia[0-9]*"  # not nvidiactl or nvidia-uvm: one node per GPU
+# NVIDIA's container toolkit reads it to pick GPUs, NVIDIA's device plugin sets it
+NVIDIA_ENV = "NVIDIA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class ServedClass:
+    """One resource the project's device plugin serves, on the nodes that have it."""
+
+    key: str  # accel-<type> | nvidia-gpu: the DaemonSet's suffix and its configuration file
+    resource: str
+    devices: str  # the glob of its device nodes on a node
+    env: str  # what tells a container the numbers of the devices it got
+    node_selector: dict[str, str]
+    replicas: int = 1  # time-slicing: each device offered this many times
+
+    def config(self) -> dict[str, Any]:
+        """The plugin's configuration file (go/device-plugin/config.go)."""
+        resource: dict[str, Any] = {"name": self.resource, "devices": self.devices}
+        resource["env"] = self.env
+        if self.replicas > 1:
+            resource["replicas"] = self.replicas
+        return {"resources": [resource]}
+
+
+def _env(gres_type: str) -> str:
+    """TPU_VISIBLE_DEVICES for `tpu`: CUDA_VISIBLE_DEVICES' counterpart for a generic class."""
+    name = re.sub(r"[^A-Z0-9]", "_", gres_type.upper())
+    return f"{'ACCEL_' if name[:1].isdigit() else ''}{name}_VISIBLE_DEVICES"
+
+
+def served_classes(plan: KubernetesPlan) -> list[ServedClass]:
+    """What the project's plugin serves: every generic class, and in the lab NVIDIA GPUs,
+    time-sliced as `gpu_sharing` says (the stand-ins have no MIG: they are served whole)."""
+    lab = plan.expanded.get("lab") is not None
+    sharing = plan.gpu_sharing
+    replicas = int(sharing["replicas"]) if sharing.get("mode") == "time-slicing" else 1
+    served: dict[str, ServedClass] = {}
+    for node in plan.nodes:
+        accel = plan.host(node).get("accelerators") or {}
+        if not accel.get("count"):
+            continue
+        if accel.get("kind") == "gpu":
+            if lab:
+                selector = {names.GPU_PRESENT_LABEL: "true"}
+                served["nvidia-gpu"] = ServedClass(
+                    "nvidia-gpu", names.NVIDIA_GPU, NVIDIA_DEVICES, NVIDIA_ENV, selector, replicas
+                )
+            continue
+        gres_type = str(accel["gres_type"])
+        key = f"accel-{names.object_name(gres_type)}"
+        served[key] = ServedClass(
+            key,
+            names.extended_resource(gres_type),
+            GENERIC_DEVICES,
+            _env(gres_type),
+            {names.ACCELERATOR_LABEL: gres_type},
+        )
+    return [served[key] for key in sorted(served)]
+
+
+def _project_plugin_pod(image: str, served: ServedClass) -> dict[str, Any]:
+    return {
+        "nodeSelector": dict(served.node_selector),
+        # a node agent: on its nodes whatever their taints (pools, reservations, draining)
+        "tolerations": [{"operator": "Exists"}],
+        "priorityClassName": "system-node-critical",
+        "containers": [
+            {
+                "name": "device-plugin",
+                "image": image,
+                "args": [
+                    f"--config={PROJECT_PLUGIN_CONFIG}/{served.key}.json",
+                    f"--host-root={HOST_ROOT}",
+                ],
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "32Mi"},
+                    "limits": {"memory": "64Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "volumeMounts": [
+                    {"name": "device-plugins", "mountPath": PLUGIN_DIR},
+                    {"name": "dev", "mountPath": f"{HOST_ROOT}/dev", "readOnly": True},
+                    {"name": "config", "mountPath": PROJECT_PLUGIN_CONFIG, "readOnly": True},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "device-plugins", "hostPath": {"path": PLUGIN_DIR, "type": "Directory"}},
+            {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+            {"name": "config", "configMap": {"name": PROJECT_PLUGIN}},
+        ],
+    }
+
+
+def project_device_plugin(plan: KubernetesPlan) -> list[dict[str, Any]]:
+    """The project's plugin: a ConfigMap with one configuration per served class, and a
+    DaemonSet per class running the bundle's image on the nodes of that class."""
+    served = served_classes(plan)
+    if not served:
         return []
-    return [runtime_class(), *device_plugin(plan)]
+    # the bundle's name for it: a site imports the bundle's images, or its registry mirror
+    # serves them under their own names
+    image = device_plugin_image().reference
+    metadata = {"namespace": DEVICE_PLUGIN_NAMESPACE, "labels": {**names.MANAGED_BY}}
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PROJECT_PLUGIN, **metadata},
+        "data": {f"{c.key}.json": json.dumps(c.config(), indent=2) + "\n" for c in served},
+    }
+    daemon_sets = []
+    for one in served:
+        app = {"app.kubernetes.io/name": f"{PROJECT_PLUGIN}-{one.key}"}
+        daemon_sets.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {
+                    "name": f"{PROJECT_PLUGIN}-{one.key}",
+                    "namespace": DEVICE_PLUGIN_NAMESPACE,
+                    "labels": {**app, **names.MANAGED_BY},
+                },
+                "spec": {
+                    "selector": {"matchLabels": dict(app)},
+                    "updateStrategy": {"type": "RollingUpdate"},
+                    "template": {
+                        "metadata": {"labels": dict(app)},
+                        "spec": _project_plugin_pod(image, one),
+                    },
+                },
+            }
+        )
+    return [config, *daemon_sets]
+
+
+def bundle_needs(plan: KubernetesPlan) -> BundleNeeds:
+    """What the plan's offline bundle holds besides the Kubernetes release: the project's
+    device plugin where it serves a class."""
+    return BundleNeeds(device_plugin=bool(served_classes(plan)))
+
+
+def device_objects(plan: KubernetesPlan) -> list[dict[str, Any]]:
+    lab = plan.expanded.get("lab") is not None
+    nvidia = [runtime_class()] if has_gpus(plan) else []
+    if nvidia and not lab:
+        nvidia += device_plugin(plan)
+    return [*nvidia, *project_device_plugin(plan)]

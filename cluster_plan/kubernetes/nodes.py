@@ -5,8 +5,8 @@
 - workers of a pool: `cluster-plan.io/pool`, one `workload-class.cluster-plan.io/<class>`
   per class the pool serves, one `dataset.cluster-plan.io/<name>` per dataset held;
 - NVIDIA GPUs: the `nvidia.com/gpu.*` labels GPU feature discovery would set; generic
-  accelerators: `cluster-plan.io/accelerator` and an extended resource
-  `cluster-plan.io/<type>` counting them (no device plugin serves them);
+  accelerators: `cluster-plan.io/accelerator` (their capacity, `cluster-plan.io/<type>`,
+  comes from the device plugin that serves them: devices.py);
 - accelerator pools are tainted `cluster-plan.io/pool=<pool>:NoSchedule`, so only work the
   policy routed there (and so tolerates them) lands on them.
 """
@@ -86,15 +86,6 @@ def node_taints(plan: KubernetesPlan, name: str) -> list[dict[str, str]]:
     return taints
 
 
-def extended_resources(host: Host) -> dict[str, str]:
-    """Capacity the API server learns by a status patch: generic accelerators, which no device
-    plugin announces. NVIDIA GPUs are announced by the NVIDIA device plugin."""
-    accel = host.get("accelerators")
-    if not accel or accel.get("kind") == "gpu" or not accel.get("count"):
-        return {}
-    return {names.extended_resource(str(accel["gres_type"])): str(accel["count"])}
-
-
 def node_capacity(host: Host) -> dict[str, int]:
     """Every device resource a node offers once its plugins run (for the routing tests)."""
     accel = host.get("accelerators")
@@ -118,19 +109,15 @@ def kubelet_labels(labels: dict[str, str]) -> dict[str, str]:
 
 
 def node_objects(plan: KubernetesPlan) -> list[dict[str, Any]]:
-    """One Node per Kubernetes node with the plan's labels, taints and extended resources:
-    for review, and applied by the role (labels by server-side apply, taints with
-    `kubectl taint`, capacity by a status patch)."""
-    objects = []
-    for name in plan.nodes:
-        node: dict[str, Any] = {
+    """One Node per Kubernetes node with the plan's labels and taints: for review, and
+    applied by the role (labels by server-side apply, taints with `kubectl taint`). Device
+    capacity is the device plugins' to report, from the devices a node has."""
+    return [
+        {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": node_labels(plan, name)},
             "spec": {"taints": node_taints(plan, name)},
         }
-        capacity = extended_resources(plan.host(name))
-        if capacity:
-            node["status"] = {"capacity": capacity}
-        objects.append(node)
-    return objects
+        for name in plan.nodes
+    ]

@@ -1,11 +1,15 @@
 """An example distributed training job for the plan's training class: what `srun torchrun`
 is to a Slurm plan, as Kubernetes objects a user applies with kubectl.
 
-For a plan whose training class gets a `pytorch` build (`software`, docs/software.md) and that
-names the image carrying it (`scheduler.kubernetes.training_image`):
+For a plan whose training class gets a `pytorch` build (`software`, docs/software.md), in the
+image the plan names (`scheduler.kubernetes.training_image`), else, for a Debian build, in
+the offline bundle's training image (Debian's packages and the project's collectives and
+training program, the one the Slurm job runs; through the plan's mirror):
 
-- a ConfigMap with a small DDP script: a few steps of a linear model over every rank, then a
-  check that all ranks ended with the same weights (the gradients were all-reduced);
+- with the plan's image only, a ConfigMap with a small DDP script: a few steps of a linear
+  model over every rank, then a check that all ranks ended with the same weights (the
+  gradients were all-reduced); the bundle's image runs its own program, as the Slurm job
+  does (`cluster-plan-collectives.pyz train`: the loss, and every rank's weights digest);
 - a headless Service over the job's pods, so that pod `<job>-<index>` resolves as
   `<job>-<index>.<service>` from the moment it exists (`publishNotReadyAddresses`: the pods
   have no readiness probe to wait for);
@@ -24,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.kubernetes import names
+from cluster_plan.kubernetes.bundle.artifacts import training_image
+from cluster_plan.kubernetes.bundle.project import TRAINING_PROGRAM, TrainingBuild
 from cluster_plan.kubernetes.cluster import KubernetesPlan, WorkloadClass, settings
 from cluster_plan.kubernetes.nodes import node_capacity
 
@@ -44,6 +50,7 @@ POD_INTERFACE = "eth0"
 _APP_LABEL = "app.kubernetes.io/name"
 _INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 _LABELS = {_APP_LABEL: JOB, **names.MANAGED_BY}
+_SCRIPT_VOLUME = {"name": "script", "configMap": {"name": SCRIPT_CONFIG_MAP}}
 
 DDP_CHECK = '''\
 """A few DDP steps on every rank, then a check that all ranks hold the same weights."""
@@ -90,6 +97,7 @@ class TrainingJob:
     processes_per_node: int
     gpus_per_node: int  # 0: a CPU build, which cannot use the GPUs it would hold
     backend: str  # nccl between GPUs, gloo on CPUs
+    program: bool = False  # the bundle's image: its own program, not the ConfigMap's script
 
     @property
     def master(self) -> str:
@@ -104,14 +112,39 @@ def training_class(plan: KubernetesPlan) -> WorkloadClass | None:
     return next((c for c in plan.classes.values() if c.needs == "gpu"), None)
 
 
+def _builds(plan: KubernetesPlan, wclass: WorkloadClass) -> list[dict[str, Any]]:
+    return [(plan.host(n).get("software") or {}).get("pytorch") or {} for n in wclass.nodes]
+
+
+def bundle_training(plan: KubernetesPlan) -> TrainingBuild | None:
+    """The Debian build whose image the bundle makes for the job: the plan names no image of
+    its own and every node of the training class gets one Debian CPU build."""
+    wclass = training_class(plan)
+    if wclass is None or settings(plan.expanded).get("training_image"):
+        return None
+    found = {
+        (str(b["version"]), tuple(b["packages"]))
+        for b in _builds(plan, wclass)
+        if b and b.get("source") == "debian" and b.get("build") == "cpu"
+    }
+    if len(found) != 1 or not all(_builds(plan, wclass)):
+        return None
+    ((version, packages),) = found
+    return TrainingBuild(version, packages)
+
+
 def training_job(plan: KubernetesPlan) -> TrainingJob | None:
-    """The job the plan can run, or None: no training class, no image, a training class whose
-    nodes do not all get a pytorch build, or a CUDA build on shared GPUs."""
+    """The job the plan can run, or None: no training class, a training class whose nodes do
+    not all get a pytorch build, no image (the plan's, or the bundle's for a Debian build), or
+    a CUDA build on shared GPUs."""
     wclass = training_class(plan)
     image = settings(plan.expanded).get("training_image")
+    bundled = bundle_training(plan)
+    if bundled is not None:
+        image = training_image(bundled).reference
     if wclass is None or not image:
         return None
-    builds = [(plan.host(n).get("software") or {}).get("pytorch") or {} for n in wclass.nodes]
+    builds = _builds(plan, wclass)
     if not all(builds):
         return None
     # validate refuses a CUDA build on a host without an NVIDIA GPU, so every node has one here
@@ -129,6 +162,7 @@ def training_job(plan: KubernetesPlan) -> TrainingJob | None:
         processes_per_node=max(gpus, 1),
         gpus_per_node=gpus,
         backend="nccl" if gpus else "gloo",
+        program=bundled is not None,
     )
 
 
@@ -139,16 +173,22 @@ def torchrun_command(job: TrainingJob) -> list[str]:
     by arrival, and host the store on whichever pod finds the endpoint's name among its own,
     which a subdomain name is not reliably; and a Job of a fixed size has no use for its
     elasticity. The options are spelt with `_`: torch 2 accepts both spellings, torch 1.13
-    (Debian 12's) only that one."""
-    return [
-        "torchrun",
+    (Debian 12's) only that one.
+
+    The bundle's image runs the Slurm job's program with its launcher options
+    (data/train-ddp.sbatch): `--redirects 2 --tee 2`, since torch 1.13 on Python 3.11 cannot
+    parse their default 0."""
+    options = [
         f"--nnodes={job.nodes}",
         f"--nproc_per_node={job.processes_per_node}",
         "--node_rank=$(JOB_COMPLETION_INDEX)",
         f"--master_addr={job.master}",
         f"--master_port={RENDEZVOUS_PORT}",
-        f"{SCRIPT_DIR}/{SCRIPT}",
     ]
+    if job.program:
+        launcher = ["python3", "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2"]
+        return [*launcher, *options, TRAINING_PROGRAM, "train", "--backend", job.backend]
+    return ["torchrun", *options, f"{SCRIPT_DIR}/{SCRIPT}"]
 
 
 def _container(job: TrainingJob) -> Document:
@@ -165,13 +205,17 @@ def _container(job: TrainingJob) -> Document:
                     "fieldRef": {"fieldPath": f"metadata.annotations['{_INDEX_ANNOTATION}']"}
                 },
             },
-            {"name": "TRAINING_BACKEND", "value": job.backend},
+            *([] if job.program else [{"name": "TRAINING_BACKEND", "value": job.backend}]),
             {"name": "NCCL_SOCKET_IFNAME", "value": POD_INTERFACE},
             {"name": "GLOO_SOCKET_IFNAME", "value": POD_INTERFACE},
         ],
         "ports": [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT, "protocol": "TCP"}],
         "volumeMounts": [
-            {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+            *(
+                []
+                if job.program
+                else [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True}]
+            ),
             {"name": "shm", "mountPath": "/dev/shm"},  # NCCL and data loaders outgrow 64 MiB
         ],
     }
@@ -200,7 +244,7 @@ def _pod_template(job: TrainingJob) -> Document:
             },
             "containers": [_container(job)],
             "volumes": [
-                {"name": "script", "configMap": {"name": SCRIPT_CONFIG_MAP}},
+                *([] if job.program else [_SCRIPT_VOLUME]),
                 {"name": "shm", "emptyDir": {"medium": "Memory"}},
             ],
         },
@@ -208,18 +252,20 @@ def _pod_template(job: TrainingJob) -> Document:
 
 
 def training_objects(plan: KubernetesPlan) -> list[Document]:
-    """The ConfigMap, the headless Service and the Indexed Job; none when the plan has no job.
+    """The ConfigMap (with the plan's image), the headless Service and the Indexed Job; none
+    when the plan has no job.
     Without a namespace: they go where the user applies them (their team's namespace)."""
     job = training_job(plan)
     if job is None:
         return []
+    script = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": SCRIPT_CONFIG_MAP, "labels": dict(_LABELS)},
+        "data": {SCRIPT: DDP_CHECK},
+    }
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": SCRIPT_CONFIG_MAP, "labels": dict(_LABELS)},
-            "data": {SCRIPT: DDP_CHECK},
-        },
+        *([] if job.program else [script]),
         {
             "apiVersion": "v1",
             "kind": "Service",

@@ -14,6 +14,13 @@ from cluster_plan.kubernetes.bundle.artifacts import (
     kubeadm_pins,
     pin_problems,
 )
+from cluster_plan.kubernetes.bundle.project import (
+    BundleNeeds,
+    TrainingBuild,
+    source_digest,
+    source_files,
+    training_tag,
+)
 from cluster_plan.kubernetes.versions import (
     BUNDLE_RELEASES,
     UnsupportedVersion,
@@ -187,3 +194,46 @@ def test_the_recipe_changes_with_every_pin() -> None:
     assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in kubernetes
     assert "-X k8s.io/client-go/pkg/version.gitMinor=36" in kubernetes
     assert "-X k8s.io/component-base/version.buildDate={source_date}" in kubernetes
+
+
+def test_a_plan_needing_the_device_plugin_gets_it_and_its_image() -> None:
+    base = bundle_spec("1.36")
+    spec = bundle_spec("1.36", BundleNeeds(device_plugin=True))
+    added = {b.name for b in spec.binaries} - {b.name for b in base.binaries}
+    assert added == {"cluster-plan-device-plugin"}
+    (image,) = [i for i in spec.images if i.name not in {j.name for j in base.images}]
+    build = spec.local_builds[0]
+    assert image.files == (("usr/local/bin/cluster-plan-device-plugin", build.binary),)
+    assert image.reference == f"cluster-plan.local/cluster-plan-device-plugin:{build.version}"
+    assert not image.kubeadm  # kubeadm's list is checked against the others alone
+    # its version is its sources' digest: a changed source is a new tag and a new key
+    assert build.version == f"v0.1.0-{source_digest()[:12]}"
+    assert spec.recipe()["local"]["device-plugin"]["digest"] == source_digest()
+    # a plan without needs keeps the key it had before them
+    assert base.recipe() == bundle_spec("1.36", BundleNeeds()).recipe()
+    assert "local" not in base.recipe()
+
+
+def test_the_plugins_sources_are_package_data_and_its_tests_no_part_of_its_tag() -> None:
+    files = source_files()
+    assert {"main.go", "plugin.go", "devices.go", "config.go", "go.mod", "go.sum"} <= set(files)
+    assert not any(name.endswith("_test.go") for name in files)
+    assert b"module cluster-plan.local/device-plugin" in files["go.mod"]
+
+
+def test_a_plan_whose_job_runs_the_bundles_image_gets_the_training_image() -> None:
+    build = TrainingBuild("1.13", ("python3-torch",))
+    spec = bundle_spec("1.36", BundleNeeds(training=build))
+    image = spec.image("cluster-plan-training")
+    assert image.reference == f"cluster-plan.local/cluster-plan-training:{training_tag(build)}"
+    assert image.tag.startswith("1.13-") and not image.kubeadm
+    assert image.rootfs is not None and image.rootfs.packages == ("python3-torch",)
+    recipe = spec.recipe()["images"]["cluster-plan-training"]
+    assert recipe["rootfs"]["packages"] == ["python3-torch"]
+    assert recipe["program"][0] == "/usr/local/lib/cluster-plan/cluster-plan-collectives.pyz"
+    # another package list is another tree, tag and key; the other images' recipes stay
+    other = bundle_spec("1.36", BundleNeeds(training=TrainingBuild("1.13", ("python3-torch", "x"))))
+    assert other.image("cluster-plan-training").tag != image.tag
+    assert other.recipe() != spec.recipe()
+    base = bundle_spec("1.36").recipe()["images"]
+    assert {k: v for k, v in spec.recipe()["images"].items() if k in base} == base

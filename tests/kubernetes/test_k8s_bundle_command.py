@@ -54,8 +54,11 @@ def test_list_prints_every_artifact_without_building(
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == f"Kubernetes 1.36.3 offline bundle for {K8S_LAB} (version '1.36')"
-    assert sum(line.startswith("binary ") for line in lines) == 21
-    assert sum(line.startswith("image ") for line in lines) == 7
+    # the release's 21 binaries and 7 images, and the project's device plugin (the lab
+    # plan's accelerators are served by it)
+    assert sum(line.startswith("binary ") for line in lines) == 22
+    assert sum(line.startswith("image ") for line in lines) == 8
+    assert any(line.startswith("binary  cluster-plan-device-plugin ") for line in lines)
     assert any("registry.k8s.io/etcd:3.6.8-0" in line for line in lines)
     assert "  not built yet" in lines
     assert not (cache / "k8s").exists()  # nothing built, nothing written
@@ -74,7 +77,7 @@ def test_list_as_json_is_one_envelope_and_a_valid_manifest(
     assert result["built"] is False and result["directory"] is None
     assert result["key"] and result["toolchain"]["go"].startswith("go1.")
     kinds = [a["kind"] for a in result["artifacts"]]
-    assert kinds.count("binary") == 21 and kinds.count("image") == 7
+    assert kinds.count("binary") == 22 and kinds.count("image") == 8
     assert all(a["sha256"] is None for a in result["artifacts"])
     coredns = next(
         a for a in result["artifacts"] if a["name"] == "coredns" and a["kind"] == "image"
@@ -87,8 +90,17 @@ def test_list_as_json_is_one_envelope_and_a_valid_manifest(
     assert proxy["sources"][0] == "k8s.io/kubernetes@v1.36.3"
     assert any(s.startswith("nftables=") for s in proxy["sources"])
     assert any(s.startswith("libc6=") for s in proxy["sources"])
+    plugin = next(
+        a
+        for a in result["artifacts"]
+        if a["name"] == "cluster-plan-device-plugin" and a["kind"] == "image"
+    )
+    assert plugin["reference"].startswith("cluster-plan.local/cluster-plan-device-plugin:v0.1.0-")
+    assert plugin["sources"] == [f"cluster-plan.local/device-plugin@{plugin['version']}"]
+    # the DaemonSets name the image the bundle builds: it is not among those it lacks
     missing = {n["reference"] for n in result["not_included"]}
-    assert "nvcr.io/nvidia/k8s-device-plugin:v0.17.0" in missing
+    assert plugin["reference"] not in missing
+    assert not any("device-plugin" in m for m in missing)
     # the lab plan's pod network is the bundle's own plugins (cni: host-routes), not Calico
     assert not any("Calico" in reference for reference in missing)
 

@@ -175,3 +175,27 @@ def test_skopeo_reads_the_layout(tmp_path: Path, source: Path) -> None:
         check=True,
     )
     assert json.loads(result.stdout)["Digest"] == written.manifest_digest
+
+
+def test_hard_links_and_owners_are_kept_and_a_link_needs_its_file_first(
+    tmp_path: Path, source: Path
+) -> None:
+    entries = [
+        oci.Entry("usr/bin/perl", "file", source=source / "libc"),
+        oci.Entry("usr/bin/perl5.36", "hardlink", target="/usr/bin/perl"),
+        oci.Entry("var/mail", "dir", 0o2775, uid=0, gid=8),
+    ]
+    out = io.BytesIO()
+    oci.write_layer(entries, out, EPOCH)
+    with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as tar:
+        by_name = {m.name: m for m in tar.getmembers()}
+    link = by_name["usr/bin/perl5.36"]
+    assert link.islnk() and link.linkname == "usr/bin/perl" and link.size == 0
+    assert (by_name["var/mail"].gid, by_name["var/mail"].mode) == (8, 0o2775)
+    # the layer is in name order: a link that sorts before its file cannot be written
+    backwards = [
+        oci.Entry("usr/bin/perl5.36", "file", source=source / "libc"),
+        oci.Entry("usr/bin/perl", "hardlink", target="/usr/bin/perl5.36"),
+    ]
+    with pytest.raises(ValueError, match=r"^/usr/bin/perl: a hard link to /usr/bin/perl5\.36, no"):
+        oci.write_layer(backwards, io.BytesIO(), EPOCH)

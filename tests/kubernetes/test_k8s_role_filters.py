@@ -39,7 +39,8 @@ def test_the_role_renders_what_the_cli_renders():
     labels = yaml.safe_load(data["nodes"]["tpu-01"]["labels_document"])
     assert set(labels) == {"apiVersion", "kind", "metadata"}
     assert labels["metadata"]["labels"]["cluster-plan.io/pool"] == "accel"
-    assert data["nodes"]["tpu-01"]["capacity"] == {"cluster-plan.io/tpu": "4"}
+    # the device plugin reports a node's accelerators from its devices: no capacity to patch
+    assert data["nodes"]["tpu-01"]["capacity"] == {}
     assert data["nodes"]["tpu-01"]["taints"] == [
         {"key": "cluster-plan.io/pool", "value": "accel", "effect": "NoSchedule"}
     ]

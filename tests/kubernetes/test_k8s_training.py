@@ -27,6 +27,8 @@ from k8s_scheduling import feasible
 from test_k8s_objects import api_problems
 
 from cluster_plan.kubernetes import files, render
+from cluster_plan.kubernetes.bundle.artifacts import training_image
+from cluster_plan.kubernetes.bundle.project import TRAINING_PROGRAM, TrainingBuild
 from cluster_plan.kubernetes.training import DDP_CHECK
 from cluster_plan.kubernetes.versions import SUPPORTED
 from cluster_plan.plan.allocate import allocate_addresses
@@ -128,7 +130,10 @@ def test_the_lab_plan_renders_the_job_into_examples_not_objects():
     [
         pytest.param(lambda p: p["software"]["environments"].pop("pytorch"), id="no-pytorch"),
         pytest.param(lambda p: p.pop("software"), id="no-software"),
-        pytest.param(lambda p: p["scheduler"]["kubernetes"].pop("training_image"), id="no-image"),
+        pytest.param(  # a CUDA build from pip and no image: the bundle builds none for it
+            lambda p: (cuda_build(p), p["scheduler"]["kubernetes"].pop("training_image")),
+            id="cuda-without-image",
+        ),
         pytest.param(  # the build goes to the CPU class's nodes, not the training class's
             lambda p: p["software"]["environments"]["pytorch"][0].update(classes=["general"]),
             id="another-class",
@@ -138,6 +143,31 @@ def test_the_lab_plan_renders_the_job_into_examples_not_objects():
 def test_no_job_without_a_pytorch_build_for_the_training_class_or_an_image(edit):
     assert objects(lab())  # the edit is what takes the job away
     assert objects(lab_plan_as_kubernetes(edit)) == {}
+
+
+def test_a_debian_build_without_an_image_runs_the_bundles_image_and_program():
+    expanded = lab_plan_as_kubernetes(lambda p: p["scheduler"]["kubernetes"].pop("training_image"))
+    found = objects(expanded)
+    assert set(found) == {"Service", "Job"}  # the program is in the image: no script
+    builds = {
+        (b["version"], tuple(b["packages"]))
+        for h in training_workers(expanded)
+        for b in [expanded["hosts"][h]["software"]["pytorch"]]
+    }
+    ((version, packages),) = builds  # the lab's Debian 1.13 build, python3-torch
+    image = training_image(TrainingBuild(version, packages))
+    job = container(found["Job"])
+    assert job["image"] == image.reference
+    assert image.reference.startswith(f"cluster-plan.local/cluster-plan-training:{version}-")
+    command = job["command"]
+    # the Slurm job's program and launcher options (torch 1.13 on Python 3.11 needs them)
+    launcher = ["python3", "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2"]
+    assert command[:7] == launcher
+    assert command[-4:] == [TRAINING_PROGRAM, "train", "--backend", "gloo"]
+    assert option(command, "nnodes") == "2"
+    volumes = found["Job"]["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["shm"]
+    assert "TRAINING_BACKEND" not in {e["name"] for e in job["env"]}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ For the steps that install from it (a mirror, the lab's nodes, an API server for
     bundle.image_layout("kube-apiserver")   # Path of an image's OCI layout
     bundle.artifact("pause", "image")       # its manifest entry: reference, sha256, ...
     built_bundle("1.36")                    # the same without building: None if not built
+    ensure_bundle("1.36", needs=bundle_needs(plan))   # with what the plan needs besides
+                                            # (kubernetes.devices.bundle_needs: the device plugin)
 
 docs/kubernetes.md, "The offline bundle", has the list, the cache and the figures.
 """
@@ -21,8 +23,17 @@ from pathlib import Path
 from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, bundle_spec
 from cluster_plan.kubernetes.bundle.builder import Bundle, BundleError, ensure, find, prepare
 from cluster_plan.kubernetes.bundle.cache import cache_root
+from cluster_plan.kubernetes.bundle.project import BundleNeeds
 
-__all__ = ["Bundle", "BundleError", "BundleSpec", "built_bundle", "bundle_spec", "ensure_bundle"]
+__all__ = [
+    "Bundle",
+    "BundleError",
+    "BundleNeeds",
+    "BundleSpec",
+    "built_bundle",
+    "bundle_spec",
+    "ensure_bundle",
+]
 
 
 def _quiet(_line: str) -> None:
@@ -30,18 +41,23 @@ def _quiet(_line: str) -> None:
 
 
 def ensure_bundle(
-    plan_version: str, cache: Path | None = None, note: Callable[[str], None] = _quiet
+    plan_version: str,
+    cache: Path | None = None,
+    note: Callable[[str], None] = _quiet,
+    needs: BundleNeeds | None = None,
 ) -> Bundle:
     """The bundle for a plan's Kubernetes version, built first when the cache lacks it (a
     cold build takes minutes, a cached one is verified in seconds). BundleError says why not;
     versions.UnsupportedVersion when no release of that minor is pinned."""
-    return ensure(prepare(bundle_spec(plan_version), cache_root(cache)), note)
+    return ensure(prepare(bundle_spec(plan_version, needs), cache_root(cache)), note)
 
 
-def built_bundle(plan_version: str, cache: Path | None = None) -> Bundle | None:
+def built_bundle(
+    plan_version: str, cache: Path | None = None, needs: BundleNeeds | None = None
+) -> Bundle | None:
     """The bundle if this machine's cache has it complete (not verified), else None; also
     None where it could not be built (no Go, no gcc)."""
     try:
-        return find(prepare(bundle_spec(plan_version), cache_root(cache)))
+        return find(prepare(bundle_spec(plan_version, needs), cache_root(cache)))
     except BundleError:
         return None

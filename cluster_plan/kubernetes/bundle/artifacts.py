@@ -23,6 +23,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_plan.kubernetes.bundle.project import (
+    DEVICE_PLUGIN,
+    PROJECT_REGISTRY,
+    TRAINING,
+    TRAINING_ENV,
+    TRAINING_PROGRAM,
+    BundleNeeds,
+    LocalGoBuild,
+    Rootfs,
+    TrainingBuild,
+    device_plugin_build,
+    program_source,
+    training_tag,
+)
 from cluster_plan.kubernetes.versions import (
     CNI_PLUGINS,
     CONTAINERD,
@@ -131,11 +145,13 @@ class Binary:
 
 @dataclass(frozen=True)
 class Image:
-    """One image kubeadm pulls, written by the project: one layer with the binaries at the
-    paths of the upstream image, and for kube-proxy the netfilter tools it execs."""
+    """One image written by the project, one layer: those kubeadm pulls (the binaries at the
+    paths of the upstream image, and for kube-proxy the netfilter tools it execs), and the
+    project's own (the device plugin; the training image, a Debian root file system with the
+    training program)."""
 
     name: str
-    repository: str  # under registry.k8s.io
+    repository: str  # under the registry
     tag: str
     version: str
     files: tuple[tuple[str, str], ...]  # (path in the image, bundle binary)
@@ -144,11 +160,21 @@ class Image:
     host_files: tuple[str, ...] = ()  # from this machine, with their libraries
     host_dirs: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()  # (path in the image, target)
+    registry: str = UPSTREAM_REGISTRY
+    rootfs: Rootfs | None = None  # a Debian root file system under the files
+    program: str = ""  # where the project's training program goes in it
+    env: tuple[str, ...] = ()  # besides PATH
 
     @property
     def reference(self) -> str:
-        """The reference kubeadm asks for without an image repository of its own."""
-        return f"{UPSTREAM_REGISTRY}/{self.repository}:{self.tag}"
+        """The reference kubeadm asks for without an image repository of its own; for the
+        project's images, the name a site imports them under."""
+        return f"{self.registry}/{self.repository}:{self.tag}"
+
+    @property
+    def kubeadm(self) -> bool:
+        """One of the images kubeadm lists."""
+        return self.registry == UPSTREAM_REGISTRY
 
     @property
     def mirror_path(self) -> str:
@@ -160,7 +186,7 @@ class Image:
         return f"{repository.rstrip('/')}/{self.mirror_path}"
 
     def recipe(self) -> dict[str, Any]:
-        return {
+        recipe: dict[str, Any] = {
             "reference": self.reference,
             "files": [list(f) for f in self.files],
             "entrypoint": list(self.entrypoint),
@@ -169,6 +195,14 @@ class Image:
             "host_dirs": list(self.host_dirs),
             "links": [list(link) for link in self.links],
         }
+        # only where set: the recipe of the other images, and so the key, is as it was
+        if self.rootfs is not None:
+            recipe["rootfs"] = self.rootfs.recipe()
+        if self.program:
+            recipe["program"] = [self.program, program_source()]
+        if self.env:
+            recipe["env"] = list(self.env)
+        return recipe
 
 
 @dataclass(frozen=True)
@@ -181,6 +215,8 @@ class BundleSpec:
     c_builds: tuple[CBuild, ...]
     images: tuple[Image, ...]
     binaries: tuple[Binary, ...] = field(default=())
+    local_builds: tuple[LocalGoBuild, ...] = ()  # the project's own programs
+    needs: BundleNeeds = field(default_factory=BundleNeeds)
 
     @property
     def kubernetes(self) -> str:
@@ -201,13 +237,16 @@ class BundleSpec:
     def recipe(self) -> dict[str, Any]:
         """Everything that decides the bundle's bytes, except the tools (cache.py adds
         those)."""
-        return {
+        recipe = {
             "kubernetes": self.kubernetes,
             "release": self.release.recipe(),
             "go": {b.component: b.recipe() for b in self.go_builds},
             "c": {b.component: b.recipe() for b in self.c_builds},
             "images": {i.name: i.recipe() for i in self.images},
         }
+        if self.local_builds:  # a plan without needs keeps the key it had before them
+            recipe["local"] = {b.component: b.recipe() for b in self.local_builds}
+        return recipe
 
 
 def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
@@ -390,19 +429,72 @@ def _images(release: BundleRelease) -> tuple[Image, ...]:
     )
 
 
-def bundle_spec(plan_version: str) -> BundleSpec:
-    """The bundle for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3");
-    versions.UnsupportedVersion when no release of that minor is pinned."""
+def device_plugin_image(build: LocalGoBuild | None = None) -> Image:
+    """The device plugin's image: its static binary alone, run as the DaemonSet's command."""
+    build = build or device_plugin_build()
+    path = f"usr/local/bin/{build.binary}"
+    return Image(
+        DEVICE_PLUGIN,
+        DEVICE_PLUGIN,
+        build.version,
+        build.version,
+        ((path, build.binary),),
+        (f"/{path}",),
+        registry=PROJECT_REGISTRY,
+    )
+
+
+def training_image(build: TrainingBuild) -> Image:
+    """The training image: Debian with the build's packages, and the training program."""
+    return Image(
+        TRAINING,
+        TRAINING,
+        training_tag(build),
+        build.version,
+        (),
+        ("/usr/bin/python3",),
+        registry=PROJECT_REGISTRY,
+        rootfs=Rootfs(build.packages),
+        program=TRAINING_PROGRAM,
+        env=TRAINING_ENV,
+    )
+
+
+def _local_binaries(builds: tuple[LocalGoBuild, ...]) -> tuple[Binary, ...]:
+    return tuple(
+        Binary(
+            b.binary,
+            b.version,
+            b.component,
+            f"{b.module}@{b.version}",
+            f"{b.module}@{b.version}",
+            f"{b.directory}/{b.binary}",
+        )
+        for b in builds
+    )
+
+
+def bundle_spec(plan_version: str, needs: BundleNeeds | None = None) -> BundleSpec:
+    """The bundle for a plan's `scheduler.kubernetes.version` ("1.36" or "1.36.3") and what
+    else the plan needs of it (`render(expanded).bundle_needs`); versions.UnsupportedVersion
+    when no release of that minor is pinned."""
+    needs = needs or BundleNeeds()
     release = bundle_release(plan_version)
     go_builds = _go_builds(release)
     c_builds = _c_builds(release)
+    local = (device_plugin_build(),) if needs.device_plugin else ()
+    images = _images(release) + tuple(device_plugin_image(b) for b in local)
+    if needs.training is not None:
+        images += (training_image(needs.training),)
     return BundleSpec(
         plan_version=str(plan_version),
         release=release,
         go_builds=go_builds,
         c_builds=c_builds,
-        images=_images(release),
-        binaries=binaries_of(go_builds, c_builds),
+        images=images,
+        binaries=binaries_of(go_builds, c_builds) + _local_binaries(local),
+        local_builds=local,
+        needs=needs,
     )
 
 

@@ -4,9 +4,11 @@ A bundle directory (cache.py says where):
 
     manifest.json, manifest.txt     what is in it (manifest.py)
     build.json                      how long each step took, its CPU time and peak memory
-    bin/<binary>                    Kubernetes, etcd, containerd, runc, CoreDNS, pause
+    bin/<binary>                    Kubernetes, etcd, containerd, runc, CoreDNS, pause (and
+                                    for a plan that needs it, the project's device plugin)
     cni/bin/<plugin>                the CNI plugins, as /opt/cni/bin on a node
-    images/<image>/                 one OCI image layout per image kubeadm pulls
+    images/<image>/                 one OCI image layout per image kubeadm pulls, and the
+                                    project's images a plan needs (device plugin, training)
     sources/<component>/go.mod, go.sum   the module each component was built from
     logs/<step>.log                 every command's output
 
@@ -25,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cluster_plan.kubernetes.bundle import cache, oci
+from cluster_plan.kubernetes.bundle import cache, oci, rootfs
 from cluster_plan.kubernetes.bundle.artifacts import (
     KUBERNETES_MODULE,
     PATH_ENV,
@@ -40,10 +42,12 @@ from cluster_plan.kubernetes.bundle.gobuild import (
     Runner,
     build_c,
     build_go,
+    build_local,
     download,
 )
 from cluster_plan.kubernetes.bundle.host_files import HostFilesError, HostTree, host_tree
 from cluster_plan.kubernetes.bundle.manifest import manifest, text
+from cluster_plan.kubernetes.bundle.project import training_program
 
 Note = Callable[[str], None]
 
@@ -182,8 +186,9 @@ def _build(prepared: Prepared, note: Note) -> Bundle:
     runner = Runner(prepared.env, partial / "logs")
     try:
         modules = _binaries(prepared, runner, partial, note)
+        local_sums = _local_binaries(prepared, runner, partial, note)
         _check_kubernetes(prepared.spec, modules, runner, partial)
-        images = _images(prepared, modules, partial, note)
+        images, image_packages = _images(prepared, modules, runner, partial, note)
     except BuildError as exc:
         raise BundleError(str(exc), usage=exc.unserved) from None
     built = {b.name: _digest(partial / b.path) for b in prepared.spec.binaries} | images
@@ -191,9 +196,9 @@ def _build(prepared: Prepared, note: Note) -> Bundle:
         prepared.spec,
         key=prepared.key,
         toolchain=prepared.toolchain.recipe(),
-        packages=prepared.packages,
+        packages=prepared.packages | image_packages,
         built=built,
-        module_sums={f"{m.path}@{m.version}": m.sum for m in modules.values()},
+        module_sums={f"{m.path}@{m.version}": m.sum for m in modules.values()} | local_sums,
     )
     steps = [s.as_dict() for s in runner.steps]
     seconds = round(time.monotonic() - started, 1)
@@ -245,6 +250,19 @@ def _binaries(
     return modules
 
 
+def _local_binaries(
+    prepared: Prepared, runner: Runner, partial: Path, note: Note
+) -> dict[str, str]:
+    """The project's own programs (the device plugin); the go.sum hashes of what they pin."""
+    sums: dict[str, str] = {}
+    for build in prepared.spec.local_builds:
+        note(f"{build.component}: building {build.binary} from the project's sources")
+        sums |= build_local(
+            runner, build, partial / "sources" / build.component, partial / build.directory
+        )
+    return sums
+
+
 def _check_kubernetes(
     spec: BundleSpec, modules: Mapping[tuple[str, str], Module], runner: Runner, partial: Path
 ) -> None:
@@ -269,7 +287,7 @@ def _check_kubernetes(
             f"--kubernetes-version=v{spec.kubernetes}",
         ],
     ).split()
-    expected = [image.reference for image in spec.images]
+    expected = [image.reference for image in spec.images if image.kubeadm]
     if sorted(listed) != sorted(expected):
         problems.append(f"kubeadm lists {', '.join(listed)}; the bundle has {', '.join(expected)}")
     if problems:
@@ -283,36 +301,63 @@ def _epoch(module: Module) -> int:
     return int(datetime.fromisoformat(module.time.replace("Z", "+00:00")).timestamp())
 
 
-def _image_entries(prepared: Prepared, image: Image, partial: Path) -> list[oci.Entry]:
+def _image_epoch(spec: BundleSpec, image: Image, modules: Mapping[tuple[str, str], Module]) -> int:
+    """The commit time of the image's first binary's module (upstream's SOURCE_DATE_EPOCH);
+    for the project's images, which come from no upstream release, the Kubernetes
+    release's (0 in a bundle without Kubernetes)."""
+    by_source = {f"{m.path}@{m.version}": m for m in modules.values()}
+    first = by_source.get(spec.binary(image.files[0][1]).module) if image.files else None
+    first = first or modules.get((KUBERNETES_MODULE, f"v{spec.kubernetes}"))
+    return _epoch(first) if first else 0
+
+
+def _image_entries(
+    prepared: Prepared, image: Image, partial: Path, tree: Path | None
+) -> list[oci.Entry]:
     spec = prepared.spec
-    entries = [
+    entries = rootfs.tree_entries(tree) if tree is not None else []
+    entries += [
         oci.Entry(path, "file", 0o755, source=partial / spec.binary(binary).path)
         for path, binary in image.files
     ]
-    tree = prepared.trees.get(image.name)
-    if tree is not None:
-        entries += tree.entries
+    host = prepared.trees.get(image.name)
+    if host is not None:
+        entries += host.entries
     entries += [oci.Entry(path, "symlink", 0o777, target=target) for path, target in image.links]
+    if image.program:
+        program = partial / "programs" / image.program.rsplit("/", 1)[-1]
+        program.parent.mkdir(parents=True, exist_ok=True)
+        program.write_bytes(training_program())
+        entries.append(oci.Entry(image.program.lstrip("/"), "file", 0o644, source=program))
     return entries
 
 
 def _images(
-    prepared: Prepared, modules: Mapping[tuple[str, str], Module], partial: Path, note: Note
-) -> dict[str, dict[str, Any]]:
+    prepared: Prepared,
+    modules: Mapping[tuple[str, str], Module],
+    runner: Runner,
+    partial: Path,
+    note: Note,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]]]:
+    """The images' digests and sizes; the Debian packages of the root file systems."""
     spec = prepared.spec
-    by_source = {f"{m.path}@{m.version}": m for m in modules.values()}
-    out = {}
+    out, packages = {}, {}
     for image in spec.images:
+        tree = None
+        if image.rootfs is not None:
+            tree, packages[image.name] = rootfs.ensure(image.rootfs, prepared.root, runner, note)
         note(f"image {image.reference}")
-        first = spec.binary(image.files[0][1]).module
+        started = time.monotonic()
         written = oci.write_layout(
             partial / "images" / image.name,
-            _image_entries(prepared, image, partial),
-            oci.ImageConfig(image.entrypoint, (PATH_ENV,), image.user),
+            _image_entries(prepared, image, partial, tree),
+            oci.ImageConfig(image.entrypoint, (PATH_ENV, *image.env), image.user),
             reference=image.reference,
             tag=image.tag,
-            epoch=_epoch(by_source[first]),
+            epoch=_image_epoch(spec, image, modules),
         )
+        if image.rootfs is not None:
+            runner.record(f"image-{image.name}", time.monotonic() - started)
         digest = written.manifest_digest.removeprefix("sha256:")
         out[f"image:{image.name}"] = {"sha256": digest, "size": written.size}
-    return out
+    return out, packages

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cluster_plan.kubernetes.bundle import manifest as manifests
 from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, bundle_spec
 from cluster_plan.kubernetes.bundle.builder import BundleError, ensure, find, prepare
 from cluster_plan.kubernetes.bundle.cache import ENVIRONMENT, cache_root
+from cluster_plan.kubernetes.bundle.project import BundleNeeds
 from cluster_plan.kubernetes.versions import UnsupportedVersion
 from cluster_plan.plan.findings import Finding, PlanError
 
@@ -70,15 +72,17 @@ def _images_in(document: Any) -> Iterator[str]:
             yield from _images_in(item)
 
 
-def not_included(rendering: Any) -> list[dict[str, str]]:
+def not_included(rendering: Any, spec: BundleSpec) -> list[dict[str, str]]:
     """Images the rendered objects name that the bundle does not build, and Calico."""
+    built = {image.reference for image in spec.images}
     places: dict[str, list[Any]] = {f"objects/{s}.yaml": o for s, o in rendering.objects.items()}
     places.update({f"examples/{s}.yaml": o for s, o in rendering.examples.items()})
     places.update({f"static-pods/{n}/": p for n, p in rendering.static_pods.items()})
     found: dict[str, str] = {}
     for where, documents in sorted(places.items()):
         for image in _images_in(documents):
-            found.setdefault(image, where)
+            if image not in built:
+                found.setdefault(image, where)
     entries = [
         {"reference": image, "where": where, "reason": "not built by the bundle"}
         for image, where in sorted(found.items())
@@ -87,10 +91,19 @@ def not_included(rendering: Any) -> list[dict[str, str]]:
     return [*entries, *([dict(CALICO)] if rendering.plan.cni == "calico" else [])]
 
 
-def _spec(expanded: Any, result: Any) -> BundleSpec:
-    version = str(expanded["scheduler"]["kubernetes"]["version"])
+def plan_needs(plan: Any) -> BundleNeeds:
+    """What the plan needs of the bundle besides its release: the device plugin where it
+    serves a class, the training image where the training job runs the bundle's."""
+    from cluster_plan.kubernetes.devices import bundle_needs
+    from cluster_plan.kubernetes.training import bundle_training
+
+    return replace(bundle_needs(plan), training=bundle_training(plan))
+
+
+def _spec(rendering: Any, result: Any) -> BundleSpec:
+    version = str(rendering.plan.expanded["scheduler"]["kubernetes"]["version"])
     try:
-        return bundle_spec(version)
+        return bundle_spec(version, plan_needs(rendering.plan))
     except UnsupportedVersion as exc:
         finding = Finding(
             "bundle-version",
@@ -136,7 +149,7 @@ def bundle_command(args: argparse.Namespace) -> Exit:
     except PlanError as exc:  # point the renderer's findings at the plan's lines
         placed = [result.doc.place(f) if f.file is None else f for f in exc.findings]
         raise PlanError(placed, result.doc.source_lines) from None
-    spec = _spec(expanded, result)
+    spec = _spec(rendering, result)
     root = cache_root(args.cache)
     try:
         if args.list:
@@ -156,7 +169,7 @@ def bundle_command(args: argparse.Namespace) -> Exit:
         plan_version=spec.plan_version,
         directory=directory,
         image_repository=args.image_repository,
-        not_included=not_included(rendering),
+        not_included=not_included(rendering, spec),
     )
     reporter.result(shown, lambda: manifests.text(shown))
     return Exit.OK

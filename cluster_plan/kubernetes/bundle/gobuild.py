@@ -26,6 +26,7 @@ from cluster_plan.kubernetes.bundle.gomodule import (
     wrapper_go,
     wrapper_gomod,
 )
+from cluster_plan.kubernetes.bundle.project import LocalGoBuild, source_files
 
 # A module the proxy does not serve, as go reports it
 _UNSERVED = re.compile(r"(\S+@\S+?):? .*(?:40[34]|not found|unknown revision|not available)", re.I)
@@ -77,6 +78,10 @@ class Runner:
         self.logs = logs
         self.steps: list[Step] = []
         logs.mkdir(parents=True, exist_ok=True)
+
+    def record(self, name: str, seconds: float) -> None:
+        """A step of our own (an image written in this process): its wall time only."""
+        self.steps.append(Step(name, seconds, 0.0, 0.0))
 
     def run(
         self,
@@ -208,3 +213,28 @@ def build_c(runner: Runner, build: CBuild, module: Module, out: Path) -> None:
         ["gcc", *build.cflags, "-o", str(out / build.binary), str(source)],
         cwd=out,
     )
+
+
+def build_local(runner: Runner, build: LocalGoBuild, work: Path, out: Path) -> dict[str, str]:
+    """Build a program of the project from its sources in the package (its own go.mod and
+    go.sum: go fetches what they pin through the proxy); returns module@version -> go.sum
+    hash of what its go.mod requires directly."""
+    work.mkdir(parents=True, exist_ok=True)
+    for name, data in source_files(build.source).items():
+        (work / name).write_bytes(data)
+    out.mkdir(parents=True, exist_ok=True)
+    command = ["go", "build", "-trimpath", "-buildvcs=false", "-mod=readonly"]
+    command += ["-ldflags=-s -w -buildid=", "-o", str(out / build.binary), "."]
+    runner.run(f"{build.component}-build", command, cwd=work, CGO_ENABLED="0")
+    gomod = json.loads(
+        runner.run(f"gomod-{build.component}", ["go", "mod", "edit", "-json"], cwd=work)
+    )
+    direct = {
+        f"{r['Path']} {r['Version']}" for r in gomod.get("Require") or [] if not r.get("Indirect")
+    }
+    sums = {}
+    for line in (work / "go.sum").read_text().splitlines():
+        module, version, digest = line.split()
+        if f"{module} {version}" in direct:
+            sums[f"{module}@{version}"] = digest
+    return sums

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, Image
+from cluster_plan.kubernetes.bundle.project import program_source
 
 SCHEMA_VERSION = 1
 Built = Mapping[str, Mapping[str, Any]]  # artifact name -> {"sha256", "size"}
@@ -37,9 +38,11 @@ def _binary_entries(spec: BundleSpec, built: Built | None) -> list[dict[str, Any
 
 
 def image_sources(spec: BundleSpec, image: Image, packages: Mapping[str, str]) -> list[str]:
-    """The modules of the image's binaries, then the Debian packages of its other files."""
+    """The modules of the image's binaries, the Debian packages of its other files, and the
+    project's program in it."""
     sources = {spec.binary(binary).source: None for _, binary in image.files}
-    return [*sources, *(f"{name}={version}" for name, version in sorted(packages.items()))]
+    debian = [f"{name}={version}" for name, version in sorted(packages.items())]
+    return [*sources, *debian, *([program_source()] if image.program else [])]
 
 
 def _image_entries(
@@ -132,10 +135,17 @@ def text(document: Mapping[str, Any]) -> str:
         lines.append(
             f"  key {document['key']}: {chain['go']} {chain['platform']}, gcc {chain['gcc']}"
         )
-    for artifact in document["artifacts"]:
-        title = artifact.get("reference") or artifact["name"]
+    artifacts = document["artifacts"]
+    # columns as wide as their longest entry (the project's images have long tags)
+    titled = [(a, a.get("reference") or a["name"]) for a in artifacts]
+    width = max([48, *(len(title) for _, title in titled)])
+    version_width = max([10, *(len(a["version"]) for a in artifacts)])
+    for artifact, title in titled:
         size = _size(artifact["size"])
-        lines.append(f"{artifact['kind']:<6}  {title:<48} {artifact['version']:<10} {size:>10}")
+        version = artifact["version"]
+        lines.append(
+            f"{artifact['kind']:<6}  {title:<{width}} {version:<{version_width}} {size:>10}"
+        )
         lines.append(f"        from {', '.join(artifact['sources'])}")
         if artifact["sha256"]:
             lines.append(f"        sha256:{artifact['sha256']}")

@@ -3,8 +3,9 @@ layout (oci-layout, index.json, blobs/sha256/) that skopeo copies to a registry 
 `ctr images import` reads.
 
 The same entries give the same bytes, so the same digests: entries sorted, every parent
-directory present, owner 0:0 without names, one fixed time for every mtime and for the
-config's `created`, JSON with sorted keys and no spaces. The layer is an uncompressed tar:
+directory present, owners as numbers without names (0:0 unless an entry says otherwise), one
+fixed time for every mtime and for the config's `created`, JSON with sorted keys and no
+spaces. The layer is an uncompressed tar:
 gzip's output depends on the zlib that wrote it, the tar's only on its entries.
 """
 
@@ -16,7 +17,7 @@ import json
 import os
 import tarfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -34,13 +35,16 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Entry:
-    """One thing in the layer: a file (its bytes from ``source``), a directory or a symlink."""
+    """One thing in the layer: a file (its bytes from ``source``), a directory, a symlink, or a
+    hard link to a file before it (``target``: its path in the image)."""
 
     path: str  # relative to the image's root: "usr/local/bin/kube-apiserver"
-    kind: str  # "file" | "dir" | "symlink"
+    kind: str  # "file" | "dir" | "symlink" | "hardlink"
     mode: int = 0o755
     source: Path | None = None
     target: str = ""
+    uid: int = 0
+    gid: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def with_parents(entries: Iterable[Entry]) -> list[Entry]:
         path = entry.path.strip("/")
         if path in by_path:
             raise ValueError(f"two entries for /{path} in one image")
-        by_path[path] = Entry(path, entry.kind, entry.mode, entry.source, entry.target)
+        by_path[path] = replace(entry, path=path)
     for path in list(by_path):
         parent = os.path.dirname(path)
         while parent and parent not in by_path:
@@ -112,13 +116,16 @@ def _tar_info(entry: Entry, mtime: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(entry.path + ("/" if entry.kind == "dir" else ""))
     info.mtime = mtime
     info.mode = entry.mode
-    info.uid = info.gid = 0
+    info.uid, info.gid = entry.uid, entry.gid
     info.uname = info.gname = ""
     if entry.kind == "dir":
         info.type = tarfile.DIRTYPE
     elif entry.kind == "symlink":
         info.type = tarfile.SYMTYPE
         info.linkname = entry.target
+    elif entry.kind == "hardlink":
+        info.type = tarfile.LNKTYPE
+        info.linkname = entry.target.strip("/")
     elif entry.kind == "file" and entry.source is not None:
         info.size = entry.source.stat().st_size
     else:
@@ -129,8 +136,14 @@ def _tar_info(entry: Entry, mtime: int) -> tarfile.TarInfo:
 def write_layer(entries: Sequence[Entry], out: BinaryIO, mtime: int) -> tuple[str, int]:
     """The layer as a tar on ``out``; returns its sha256 (hex) and size."""
     digesting = _Digesting(out)
+    files: set[str] = set()
     with tarfile.open(fileobj=digesting, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for entry in with_parents(entries):
+            if entry.kind == "hardlink" and entry.target.strip("/") not in files:
+                target = entry.target.strip("/")
+                raise ValueError(f"/{entry.path}: a hard link to /{target}, no file before it")
+            if entry.kind == "file":
+                files.add(entry.path)
             info = _tar_info(entry, mtime)
             if entry.kind == "file" and entry.source is not None:
                 with entry.source.open("rb") as data:
