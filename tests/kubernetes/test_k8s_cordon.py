@@ -25,8 +25,8 @@ NODE = json.loads((Path(__file__).parent / "fixtures" / "node-gpu01.json").read_
 
 
 def node_json(unschedulable: bool = False, cordoned_by: str | None = None) -> dict[str, Any]:
-    """gpu01 as kubectl shows it: cordoned (spec.unschedulable and the taint kubectl's cordon
-    brings) or not, with our annotation or without."""
+    """gpu01 as kubectl shows it: cordoned (spec.unschedulable, and the taint the node
+    lifecycle controller adds after it) or not, with our annotation or without."""
     node = copy.deepcopy(NODE)
     if unschedulable:
         node["spec"]["unschedulable"] = True
