@@ -7,10 +7,14 @@ report. Each test has a Node object of its own, created bare (no kubelet registe
 has no annotations until ours, and no node lifecycle controller adds the unschedulable taint
 after a cordon: the cordon reads neither, only spec.unschedulable and its own annotation).
 
-- A schedulable node is annotated and cordoned for "change", then uncordoned and its record
-  removed.
+- A schedulable node is annotated and cordoned for "change" in one write, then uncordoned
+  with its record removed in one write.
 - An operator's `kubectl cordon` and another owner's cordon are kept by "change"'s cordon and
   uncordon, and who holds them is reported; the node is not written to (resourceVersion).
+- An operator's `kubectl cordon` made between the cordon's read of the node and its write
+  is kept and reported, and the change's uncordon leaves it (the write carries the
+  resourceVersion read; the server refuses it with a Conflict, and the cordon decides again);
+  so is another owner's record put over ours between the uncordon's read and its write.
 - Check mode decides and writes nothing.
 - The hand-written fixture of the offline tests (fixtures/node-gpu01.json) parses as the
   server's own output does, cordoned or not.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +115,7 @@ def test_a_schedulable_node_is_cordoned_for_its_owner_and_uncordoned_with_its_re
     uncordoned = cordon.uncordon(kubectl, "gpu01", "change")
     assert (uncordoned.action, uncordoned.held_by) == ("uncordon", None)
     assert held(shown(server, "gpu01")) == (False, None)
-    assert [c[1] for c in kubectl.changes] == ["annotate", "cordon", "uncordon", "annotate"]
+    assert [c[1] for c in kubectl.changes] == ["patch", "patch"]  # one write each
     assert cordon.uncordon(kubectl, "gpu01", "change").action == "none"
 
 
@@ -151,6 +156,53 @@ def test_another_owner_s_cordon_is_not_lifted_by_the_change(server: ApiServer) -
     assert held(shown(server, "gpu03")) == (False, None)
 
 
+class OperatorAfterRead(Kubectl):
+    """A cordon's `Run` in whose first read an operator's command lands: it runs right
+    after the node is read, before anything the cordon writes."""
+
+    def __init__(self, server: ApiServer, *operator: str) -> None:
+        super().__init__(server)
+        self.operator: tuple[str, ...] | None = operator
+
+    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
+        answer = super().__call__(argv)
+        if argv[1] == "get" and self.operator is not None:
+            must(self.server, *self.operator)
+            self.operator = None
+        return answer
+
+
+def test_an_operator_s_cordon_made_between_the_read_and_the_write_is_kept(
+    server: ApiServer,
+) -> None:
+    node(server, "gpu05")
+    racing = OperatorAfterRead(server, "cordon", "gpu05")
+    cordoned = cordon.cordon(racing, "gpu05", "change", "upgrade")
+    assert racing.operator is None  # the operator's cordon ran
+    assert [c[1] for c in racing.calls] == ["get", "patch", "get"]  # refused, read again
+    assert (cordoned.action, cordoned.held_by) == ("none", "cordoned, no owner recorded")
+    assert held(shown(server, "gpu05")) == (True, None)
+    uncordoned = cordon.uncordon(Kubectl(server), "gpu05", "change")
+    assert (uncordoned.action, uncordoned.held_by) == ("none", "cordoned, no owner recorded")
+    assert held(shown(server, "gpu05")) == (True, None)
+
+
+def test_another_owner_s_record_made_between_the_read_and_the_write_is_not_lifted(
+    server: ApiServer,
+) -> None:
+    """The change's cordon is taken over (its record replaced by the driver's) after the
+    change's uncordon read the node: the uncordon leaves the driver's cordon."""
+    kubectl = node(server, "gpu06")
+    assert cordon.cordon(kubectl, "gpu06", "change", "upgrade").action == "cordon"
+    takeover = ("annotate", "node", "gpu06", "--overwrite", f"{ANNOTATION}={DRIVER}")
+    racing = OperatorAfterRead(server, *takeover)
+    uncordoned = cordon.uncordon(racing, "gpu06", "change")
+    assert racing.operator is None
+    assert [c[1] for c in racing.calls] == ["get", "patch", "get"]
+    assert (uncordoned.action, uncordoned.held_by) == ("none", DRIVER)
+    assert held(shown(server, "gpu06")) == (True, DRIVER)
+
+
 def test_check_mode_changes_nothing_on_the_server(server: ApiServer) -> None:
     kubectl = node(server, "gpu04")
     free = shown(server, "gpu04")
@@ -180,8 +232,9 @@ def test_the_offline_fixture_parses_as_the_server_s_own_output(server: ApiServer
     for real, hand in ((real_free, fixture), (real_held, fixture_held)):
         assert (real["apiVersion"], real["kind"]) == (hand["apiVersion"], hand["kind"])
         assert type(real["spec"].get("unschedulable")) is type(hand["spec"].get("unschedulable"))
-        assert parse_node(json.dumps(real), "gpu01-shape") == parse_node(
-            json.dumps(hand), "gpu01-shape"
+        assert parse_node(json.dumps(real), "gpu01-shape") == replace(
+            parse_node(json.dumps(hand), "gpu01-shape"),
+            resource_version=real["metadata"]["resourceVersion"],
         )
     assert isinstance(real_held["metadata"]["annotations"], dict)
     # kubectl uncordon leaves no `unschedulable: false` behind: the field goes, as in the fixture
