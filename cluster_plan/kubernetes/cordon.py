@@ -11,17 +11,27 @@ annotation of the node, ANNOTATION, whose value is the text a Slurm drain's reas
 (`cluster-plan:<owner>: <why>`). Only that owner uncordons. A node cordoned by anyone else,
 an operator (no annotation) or another owner, is left cordoned, its annotation untouched,
 and said so. Evicting the pods (`kubectl drain`) is the callers' next step, after the cordon.
+
+Each side is one write, a merge patch of the annotation and spec.unschedulable together that
+carries the resourceVersion of the node as read: a node changed by anyone between the read
+and the write (an operator's `kubectl cordon`) is refused by the API server with a Conflict,
+and the node is read and decided again, ATTEMPTS times at most; so an operator's cordon is
+never taken for ours, nor lifted as ours.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cluster_plan.slurm.drain import Decision, DrainError, Run, owner_of, reason_for
 
 ANNOTATION = "cluster-plan.io/cordoned-by"
+ATTEMPTS = 3  # reads and guarded writes before a node that keeps changing is an error
+# how kubectl reports a write refused for its stale resourceVersion (HTTP 409)
+_CONFLICT = ("(Conflict)", "the object has been modified")
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class NodeStatus:
     name: str
     unschedulable: bool  # spec.unschedulable: cordoned
     cordoned_by: str  # the ANNOTATION's value, "" without it
+    resource_version: str  # metadata.resourceVersion: the guard of a write
 
     @property
     def held_by(self) -> str:
@@ -63,7 +74,10 @@ def parse_node(text: str, node: str) -> NodeStatus:
             f"kubectl get node {node}: spec.unschedulable {unschedulable!r}, "
             f"metadata.annotations {str(annotations)[:200]}: not a node's"
         )
-    return NodeStatus(node, bool(unschedulable), str(annotations.get(ANNOTATION, "")))
+    version = _field(obj, "metadata", "resourceVersion")
+    if not isinstance(version, str) or not version:
+        raise DrainError(f"kubectl get node {node}: no metadata.resourceVersion to guard a write")
+    return NodeStatus(node, bool(unschedulable), str(annotations.get(ANNOTATION, "")), version)
 
 
 def decide_cordon(status: NodeStatus, owner: str) -> Decision:
@@ -97,10 +111,14 @@ def decide_uncordon(status: NodeStatus, owner: str) -> Decision:
     )
 
 
+def _failed(argv: list[str], rc: int, out: str, err: str) -> DrainError:
+    return DrainError(f"`{' '.join(argv)}` exited {rc}: {(err or out).strip()[-400:]}")
+
+
 def _must(run: Run, argv: list[str]) -> str:
     rc, out, err = run(argv)
     if rc != 0:
-        raise DrainError(f"`{' '.join(argv)}` exited {rc}: {(err or out).strip()[-400:]}")
+        raise _failed(argv, rc, out, err)
     return out
 
 
@@ -108,21 +126,65 @@ def status(run: Run, node: str) -> NodeStatus:
     return parse_node(_must(run, ["kubectl", "get", "node", node, "-o", "json"]), node)
 
 
+def patch_argv(status: NodeStatus, record: str | None, unschedulable: bool | None) -> list[str]:
+    """One merge patch of our annotation (None: removed) and spec.unschedulable (None:
+    removed, as `kubectl uncordon` leaves it), refused unless the node is still the one read."""
+    patch = {
+        "metadata": {
+            "resourceVersion": status.resource_version,
+            "annotations": {ANNOTATION: record},
+        },
+        "spec": {"unschedulable": unschedulable},
+    }
+    return ["kubectl", "patch", "node", status.name, "--type", "merge", "-p", json.dumps(patch)]
+
+
+def _guarded(
+    run: Run,
+    node: str,
+    decide: Callable[[NodeStatus], Decision],
+    write: Callable[[NodeStatus], list[str]],
+    check: bool,
+) -> Decision:
+    """Read the node, decide, and write when the decision is to; a write refused because the
+    node changed since the read is decided again from a new read."""
+    for _ in range(ATTEMPTS):
+        current = status(run, node)
+        decision = decide(current)
+        if decision.action == "none" or check:
+            return decision
+        argv = write(current)
+        rc, out, err = run(argv)
+        if rc == 0:
+            return decision
+        if not any(sign in err or sign in out for sign in _CONFLICT):
+            raise _failed(argv, rc, out, err)
+    raise DrainError(
+        f"{node} changed between each of {ATTEMPTS} reads and the write that followed "
+        "(Conflict): nothing written; run again when whoever else changes it is done"
+    )
+
+
 def cordon(run: Run, node: str, owner: str, why: str, check: bool = False) -> Decision:
-    """Cordon the node for `owner` unless it is cordoned already; the owner is recorded
-    before the cordon, so that no cordon of ours is ever without it."""
-    record = f"{ANNOTATION}={reason_for(owner, why)}"  # ValueError for a bad owner
-    decision = decide_cordon(status(run, node), owner)
-    if decision.action == "cordon" and not check:
-        _must(run, ["kubectl", "annotate", "node", node, "--overwrite", record])
-        _must(run, ["kubectl", "cordon", node])
-    return decision
+    """Cordon the node for `owner` unless it is cordoned already; the owner is recorded in
+    the same write as the cordon, so that no cordon of ours is ever without it."""
+    record = reason_for(owner, why)  # ValueError for a bad owner
+    return _guarded(
+        run,
+        node,
+        lambda current: decide_cordon(current, owner),
+        lambda current: patch_argv(current, record, True),
+        check,
+    )
 
 
 def uncordon(run: Run, node: str, owner: str, check: bool = False) -> Decision:
-    """Uncordon the node when its cordon is `owner`'s; anyone else's is left."""
-    decision = decide_uncordon(status(run, node), owner)
-    if decision.action == "uncordon" and not check:
-        _must(run, ["kubectl", "uncordon", node])
-        _must(run, ["kubectl", "annotate", "node", node, f"{ANNOTATION}-"])
-    return decision
+    """Uncordon the node when its cordon is `owner`'s, removing its record in the same
+    write; anyone else's is left."""
+    return _guarded(
+        run,
+        node,
+        lambda current: decide_uncordon(current, owner),
+        lambda current: patch_argv(current, None, None),
+        check,
+    )

@@ -21,6 +21,10 @@ description:
     With I(state=uncordoned), uncordons the node and removes the annotation only when the
     annotation names I(owner); a node cordoned by anyone else stays cordoned and is reported.
   - >-
+    Each side is one C(kubectl patch) of the annotation and the cordon together, carrying the
+    node's resourceVersion as read: a node changed in between (an operator's cordon) is
+    refused with a Conflict, read and decided again, three times at most, then the task fails.
+  - >-
     Runs C(kubectl) on the task's host (delegate it to a control plane). The decisions are
     those of the Python package's C(cluster_plan.kubernetes.cordon), which the controller must
     have (as the inventory plugin does). Supports check mode.

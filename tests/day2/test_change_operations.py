@@ -9,6 +9,7 @@ import argparse
 import copy
 import io
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -632,8 +633,19 @@ def k8s_node(node: str, cordoned: bool = True, by: str | None = None) -> str:
     """`kubectl get node NODE -o json` (the fields that matter), cordoned or not, with our
     annotation or without."""
     annotations = {} if by is None else {"cluster-plan.io/cordoned-by": by}
-    return json.dumps({"kind": "Node", "metadata": {"name": node, "annotations": annotations},
+    return json.dumps({"kind": "Node", "metadata": {"name": node, "annotations": annotations,
+                                                    "resourceVersion": "48213"},
                        "spec": {"unschedulable": cordoned}})  # fmt: skip
+
+
+def k8s_patch(node: str, record: str | None, unschedulable: bool | None) -> str:
+    """The one write of a cordon or an uncordon, guarded by the resourceVersion read, as
+    the control plane's shell runs it."""
+    body = {"metadata": {"resourceVersion": "48213",
+                         "annotations": {"cluster-plan.io/cordoned-by": record}},
+            "spec": {"unschedulable": unschedulable}}  # fmt: skip
+    return (f"KUBECONFIG=/etc/kubernetes/admin.conf kubectl patch node {node} --type merge "
+            f"-p {shlex.quote(json.dumps(body))}")  # fmt: skip
 
 
 def test_kubernetes_drain_cordons_with_the_change_s_record_and_resume_lifts_only_it(plans):
@@ -641,18 +653,12 @@ def test_kubernetes_drain_cordons_with_the_change_s_record_and_resume_lifts_only
     ctx = context(plans, executor, "k8s", "k8s")
     runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "upgrade"),)))
     changed = [c for _, c in executor.calls if "get node" not in c]
-    assert changed == [
-        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl annotate node gpu01 --overwrite "
-        "'cluster-plan.io/cordoned-by=cluster-plan:change: upgrade'",
-        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl cordon gpu01",
-    ]
+    assert changed == [k8s_patch("gpu01", "cluster-plan:change: upgrade", True)]
     assert {node for node, _ in executor.calls} == {"cp01"}  # kubectl on the control plane
     executor.answers["get node"] = [(0, k8s_node("gpu01", by="cluster-plan:change: upgrade"))]
     runner.resume(ctx, Step("resume", ("gpu01",), ""))
-    assert [c for _, c in executor.calls if "get node" not in c][2:] == [
-        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl uncordon gpu01",
-        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl annotate node gpu01 "
-        "cluster-plan.io/cordoned-by-",
+    assert [c for _, c in executor.calls if "get node" not in c][1:] == [
+        k8s_patch("gpu01", None, None)
     ]
 
 

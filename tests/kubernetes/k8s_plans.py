@@ -87,3 +87,10 @@ def rendered(name: str) -> Rendering:
     if name not in _RENDERED:
         _RENDERED[name] = render(expanded_plan(name))
     return _RENDERED[name]
+
+
+def cluster_configuration(name: str) -> dict[str, Any]:
+    """The kubeadm ClusterConfiguration of one of PLANS (its first control plane's)."""
+    rendering = rendered(name)
+    first = rendering.plan.first_control_plane
+    return next(d for d in rendering.kubeadm[first] if d["kind"] == "ClusterConfiguration")

@@ -20,7 +20,6 @@ inventory/lab/k8s.yml`) and the tests run as root; skipped with the reason other
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,8 +42,8 @@ from k8s_api_cases import (
     pod,
     refusal_of,
 )
-from k8s_plans import PLANS, expanded_plan, rendered
-from support.kube_apiserver import ApiServer
+from k8s_plans import PLANS, cluster_configuration, expanded_plan, rendered
+from support.kube_apiserver import ApiServer, from_bundle, unavailable
 
 from cluster_plan.kubernetes import Rendering, names
 from cluster_plan.kubernetes.bundle import built_bundle
@@ -57,21 +56,7 @@ SETTLE_S = 60.0
 MANAGER = "cluster-plan"
 
 
-def _why_not() -> str | None:
-    if BUNDLE is None:
-        return (
-            "the Kubernetes bundle is not built on this machine: "
-            "cluster-plan k8s bundle inventory/lab/k8s.yml"
-        )
-    if os.geteuid() != 0:
-        return "needs root: the API server runs in a network namespace of its own"
-    missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (util-linux, iproute2)"
-    return None
-
-
-WHY_NOT = _why_not()
+WHY_NOT = unavailable(BUNDLE)
 pytestmark = [pytest.mark.apiserver, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
 
 
@@ -196,15 +181,7 @@ def start(plan: str) -> Applied:
     """The plan's objects on a server of their own, started, applied and settled."""
     assert BUNDLE is not None
     rendering = rendered(plan)
-    first = rendering.plan.first_control_plane
-    configuration = next(d for d in rendering.kubeadm[first] if d["kind"] == "ClusterConfiguration")
-    server = ApiServer(
-        etcd=BUNDLE.binary("etcd"),
-        kube_apiserver=BUNDLE.binary("kube-apiserver"),
-        kube_controller_manager=BUNDLE.binary("kube-controller-manager"),
-        kubectl_binary=BUNDLE.binary("kubectl"),
-        cluster_configuration=configuration,
-    )
+    server = from_bundle(BUNDLE, cluster_configuration(plan))
     try:
         server.start()
         applied = Applied(plan, server, rendering, expanded_plan(plan))

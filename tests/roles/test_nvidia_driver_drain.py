@@ -41,7 +41,9 @@ elif args[:1] == ["update"]:
 
 
 # kubectl for one node, the node's JSON in a file beside it; every call logged with its
-# KUBECONFIG; get, annotate, cordon and uncordon as the API server answers them
+# KUBECONFIG; `get node` and `patch node --type merge` as the API server answers them (a
+# patch whose resourceVersion is not the node's refused with a Conflict; a write gives the
+# node a new one), `drain` logged only
 FAKE_KUBECTL = r"""#!PYTHON
 import json, os, sys
 state_file = os.environ["FAKE_KUBECTL_STATE"]
@@ -49,18 +51,26 @@ node = json.load(open(state_file))
 args = sys.argv[1:]
 with open(state_file + ".log", "a") as log:
     log.write(json.dumps([os.environ.get("KUBECONFIG"), *args]) + "\n")
-annotations = node["metadata"].setdefault("annotations", {})
+
+def merged(target, patch):
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merged(target[key], value)
+        else:
+            target[key] = value
+
 if args[:2] == ["get", "node"]:
     print(json.dumps(node, indent=4))
-elif args[0] == "annotate":
-    record = args[-1]
-    if record.endswith("-"):
-        annotations.pop(record[:-1], None)
-    else:
-        key, value = record.split("=", 1)
-        annotations[key] = value
-elif args[0] in ("cordon", "uncordon"):
-    node["spec"]["unschedulable"] = args[0] == "cordon"
+elif args[:2] == ["patch", "node"] and args[3:6] == ["--type", "merge", "-p"]:
+    patch = json.loads(args[6])
+    version = node["metadata"]["resourceVersion"]
+    if patch["metadata"]["resourceVersion"] != version:
+        sys.exit('Error from server (Conflict): Operation cannot be fulfilled on nodes '
+                 f'"{args[2]}": the object has been modified')
+    merged(node, patch)
+    node["metadata"]["resourceVersion"] = str(int(version) + 1)
 json.dump(node, open(state_file, "w"))
 """
 SLURM_VARS = {"nvidia_driver_scheduler": "slurm", "nvidia_driver_slurm_controller": "localhost"}
@@ -217,6 +227,14 @@ def k8s_node(cordoned: bool = False, by: str | None = None) -> dict:
     return node
 
 
+def patch(version: str, record: str | None, unschedulable: bool | None) -> list[str]:
+    """The one write of a cordon (record, True) or an uncordon (None, None) of gpu01."""
+    body = {"metadata": {"resourceVersion": version,
+                         "annotations": {"cluster-plan.io/cordoned-by": record}},
+            "spec": {"unschedulable": unschedulable}}  # fmt: skip
+    return ["patch", "node", "gpu01", "--type", "merge", "-p", json.dumps(body)]
+
+
 def changes(calls: list[list[str]]) -> list[list[str]]:
     """The kubectl commands that change something, without their KUBECONFIG."""
     return [c[1:] for c in calls if c[1:3] != ["get", "node"]]
@@ -236,20 +254,18 @@ def test_an_operator_s_cordon_survives_the_driver_rollout_on_kubernetes(tmp_path
 
 def test_the_role_cordons_with_its_record_then_evicts_and_lifts_only_its_own(tmp_path: Path):
     out, node, calls = run_role_tasks_on_kubernetes(tmp_path, k8s_node(), "drain")
-    record = "cluster-plan.io/cordoned-by=cluster-plan:nvidia_driver: upgrade to branch 570"
+    record = "cluster-plan:nvidia_driver: upgrade to branch 570"
     assert changes(calls) == [
-        ["annotate", "node", "gpu01", "--overwrite", record],
-        ["cordon", "gpu01"],
+        patch("48213", record, True),
         ["drain", "gpu01", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s"],
     ], out
+    assert node["spec"]["unschedulable"] is True
+    assert node["metadata"]["annotations"]["cluster-plan.io/cordoned-by"] == record
     assert {c[0] for c in calls} == {"/etc/kubernetes/admin.conf"}  # the role's kubeconfig
     (tmp_path / "node.json.log").unlink()
     out, node, calls = run_role_tasks_on_kubernetes(tmp_path, node, "resume")
-    assert changes(calls) == [
-        ["uncordon", "gpu01"],
-        ["annotate", "node", "gpu01", "cluster-plan.io/cordoned-by-"],
-    ], out
-    assert not node["spec"]["unschedulable"]
+    assert changes(calls) == [patch("48214", None, None)], out
+    assert "unschedulable" not in node["spec"]
     assert "cluster-plan.io/cordoned-by" not in node["metadata"]["annotations"]
 
 

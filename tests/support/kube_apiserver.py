@@ -27,6 +27,8 @@ SIGKILL if the test process dies (PR_SET_PDEATHSIG).
 
 The pure parts (`apiserver_arguments`, `controller_manager_arguments`, `etcd_arguments`,
 `kubeconfig`, `status_message`) are unit-tested in tests/kubernetes/test_k8s_apiserver_harness.py.
+A test module that runs a server takes it from the built bundle (`from_bundle`) and skips with
+`unavailable(bundle)`'s reason where none can run.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from cluster_plan.kubernetes.bundle import Bundle
 
 PORT = 6443
 # The API server's own address (the `kubernetes` Service's endpoint, which may not be a
@@ -636,3 +640,29 @@ def running(server: ApiServer) -> Iterator[ApiServer]:
         yield server
     finally:
         server.stop()
+
+
+def unavailable(bundle: Bundle | None) -> str | None:
+    """Why no API server can run on this machine, None where one can."""
+    if bundle is None:
+        return (
+            "the Kubernetes bundle is not built on this machine: "
+            "cluster-plan k8s bundle inventory/lab/k8s.yml"
+        )
+    if os.geteuid() != 0:
+        return "needs root: the API server runs in a network namespace of its own"
+    missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (util-linux, iproute2)"
+    return None
+
+
+def from_bundle(bundle: Bundle, cluster_configuration: dict[str, Any]) -> ApiServer:
+    """A server (not started) of the bundle's binaries, for a kubeadm ClusterConfiguration."""
+    return ApiServer(
+        etcd=bundle.binary("etcd"),
+        kube_apiserver=bundle.binary("kube-apiserver"),
+        kube_controller_manager=bundle.binary("kube-controller-manager"),
+        kubectl_binary=bundle.binary("kubectl"),
+        cluster_configuration=cluster_configuration,
+    )
