@@ -12,18 +12,24 @@ description:
     C(directory) and its C(name) (the directory's name, C(<version>-<key>)).
   - It only reads; the k8s_mirror role builds the bundle (or verifies it) first. A bundle
     that is not built is an error naming the command that builds it.
+  - With I(plan), the bundle of what that plan needs besides its release (the project's
+    device plugin, the training image), the one C(cluster-plan k8s bundle PLAN) builds;
+    without it, the release's alone.
 options:
   _terms:
     description: The plan's C(scheduler.kubernetes.version) (C(1.36) or C(1.36.3)).
     required: true
     type: list
     elements: str
+  plan:
+    description: The expanded plan (the inventory's C(cluster_plan) variable).
+    type: dict
 """
 
 EXAMPLES = r"""
 - name: The bundle's kubelet
   ansible.builtin.debug:
-    msg: "{{ (lookup('cluster_plan.cluster.k8s_bundle', '1.36').artifacts
+    msg: "{{ (lookup('cluster_plan.cluster.k8s_bundle', '1.36', plan=cluster_plan).artifacts
               | selectattr('name', 'equalto', 'kubelet') | first).sha256 }}"
 """
 
@@ -44,14 +50,19 @@ class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None,
             **kwargs: Any) -> list[Any]:  # fmt: skip
         from cluster_plan.kubernetes.bundle import built_bundle
+        from cluster_plan.kubernetes.bundle.command import plan_needs
+        from cluster_plan.kubernetes.cluster import kubernetes_plan
         from cluster_plan.kubernetes.versions import UnsupportedVersion
+        from cluster_plan.plan.findings import PlanError
 
         if len(terms) != 1:
             raise AnsibleLookupError(f"give one Kubernetes version, not {terms!r}")
         version = str(terms[0])
+        plan = kwargs.get("plan")
         try:
-            bundle = built_bundle(version)
-        except UnsupportedVersion as exc:
+            needs = plan_needs(kubernetes_plan(plan)) if plan else None
+            bundle = built_bundle(version, needs=needs)
+        except (UnsupportedVersion, PlanError) as exc:
             raise AnsibleLookupError(str(exc)) from None
         if bundle is None:
             raise AnsibleLookupError(

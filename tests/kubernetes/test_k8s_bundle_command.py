@@ -216,3 +216,34 @@ def test_an_unreadable_plan_and_an_unbuilt_copy_are_usage_errors(
     )
     assert code == 2
     assert "-o copies a built bundle" in err
+
+
+def test_the_roles_lookup_finds_the_bundle_the_plan_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The containerd and kubernetes roles read the bundle the k8s_mirror role built for the
+    plan (its device plugin and training image included), not the release's alone, which a
+    machine that built only the plan's never has."""
+    import collection_loader  # noqa: F401  (the collection's plugins by their FQCN)
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import lookup_loader
+    from ansible.template import Templar
+
+    from cluster_plan.api import load_expanded
+    from cluster_plan.kubernetes import bundle
+    from cluster_plan.kubernetes.bundle.command import plan_needs
+    from cluster_plan.kubernetes.cluster import kubernetes_plan
+
+    asked: list[object] = []
+
+    def built(version: str, cache: Path | None = None, needs: object = None) -> None:
+        asked.append(needs)
+
+    monkeypatch.setattr(bundle, "built_bundle", built)
+    loader = DataLoader()
+    lookup = lookup_loader.get(
+        "cluster_plan.cluster.k8s_bundle", loader=loader, templar=Templar(loader)
+    )
+    expanded = load_expanded(str(K8S_LAB))
+    with pytest.raises(Exception, match=r"no offline bundle for Kubernetes 1\.36"):
+        lookup.run(["1.36"], {}, plan=expanded)
+    wanted = plan_needs(kubernetes_plan(expanded))
+    assert wanted.device_plugin and asked == [wanted]

@@ -37,7 +37,8 @@ from support.node_shell import lab_run
 
 from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
-from cluster_plan.kubernetes.bundle import built_bundle
+from cluster_plan.kubernetes.bundle import Bundle, built_bundle
+from cluster_plan.kubernetes.bundle.command import plan_needs
 from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.lab import lifecycle
 
@@ -129,7 +130,11 @@ def first_ready_seconds(lab: K8sLab, started: float) -> float | None:
 @pytest.fixture(scope="module")
 def k8s_lab() -> Iterator[K8sLab]:
     skip_unless_lab_machine()
-    if built_bundle("1.36") is None and os.environ.get("CLUSTER_PLAN_K8S_BUILD") != "1":
+    needs = plan_needs(render(load_expanded(PLAN)).plan)
+    if (
+        built_bundle("1.36", needs=needs) is None
+        and os.environ.get("CLUSTER_PLAN_K8S_BUILD") != "1"
+    ):
         # the mirror role builds it, but a cold build is tens of minutes: say so, loudly
         print("\nthe 1.36 offline bundle is not built yet: the first converge builds it")
     lab_id = f"{os.environ.get('CLUSTER_PLAN_LAB_ID', 'test')}-k8s"
@@ -337,11 +342,19 @@ def test_a_service_name_resolves_through_coredns_and_answers(k8s_lab, pods):
 # --- nothing from anywhere but the mirror --------------------------------------------------
 
 
+def plan_bundle(expanded: dict[str, Any]) -> Bundle:
+    """The bundle the plan's mirror serves: its release and what the plan needs besides (the
+    device plugin, the training image), as the k8s_mirror role builds it."""
+    rendering = render(expanded)
+    bundle = built_bundle("1.36", needs=plan_needs(rendering.plan))
+    assert bundle is not None, "the converge built the plan's bundle"
+    return bundle
+
+
 def served_digests(lab: K8sLab, test_image: str) -> dict[str, str]:
     """Every image the mirror serves the nodes, by repository (`<mirror>/kube-proxy`): its
     manifest digest, from the bundle's manifest (and the test's own busybox)."""
-    bundle = built_bundle("1.36")
-    assert bundle is not None
+    bundle = plan_bundle(lab.expanded)
     mirror = plan_mirror(render(lab.expanded).plan)
     assert mirror is not None
     digests = {
@@ -396,8 +409,7 @@ def test_a_node_asked_for_a_public_registry_asks_the_mirror(k8s_lab):
     listed = k8s_lab.sh(
         node, "ctr --namespace k8s.io images list name==registry.k8s.io/pause:3.10.2"
     )
-    bundle = built_bundle("1.36")
-    assert bundle is not None
+    bundle = plan_bundle(k8s_lab.expanded)
     assert f"sha256:{bundle.artifact('pause', 'image')['sha256']}" in listed.stdout
     k8s_lab.sh(node, "ctr --namespace k8s.io images remove registry.k8s.io/pause:3.10.2")
     tag = f"never-served-{os.getpid()}-{time.monotonic_ns()}"
