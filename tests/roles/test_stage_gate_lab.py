@@ -1,7 +1,7 @@
 """The stage gate of site.yml on the converged session lab (playbooks/tasks/stage_gate.yml).
 
-A re-run where nothing changed skips every gated stage (common, ceph, nfs, slurm, backup)
-and changes nothing; the idempotence run before it ran every stage in full
+A re-run where nothing changed skips every gated stage (common, ceph, nfs, slurm, software,
+backup, monitoring) and changes nothing; the idempotence run before it ran every stage in full
 (`-e site_converge_when=always`). Then one hand change of each kind the records hold, spread
 over the stages and hosts: the next site.yml runs exactly the stages they touch, says why,
 puts every one of them right, and the run after it skips every stage again.
@@ -19,7 +19,7 @@ from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 from support.playbooks import changed_lines, playbook, recap
 
 pytestmark = pytest.mark.lab
-GATED = ("common", "ceph", "nfs", "slurm", "backup")
+GATED = ("common", "ceph", "nfs", "slurm", "software", "backup", "monitoring")
 SKIPPED = re.compile(r'"msg": "(\w+): the last converge still holds on all (\d+) hosts; skipped')
 
 
