@@ -43,15 +43,14 @@ from k8s_api_cases import (
     refusal_of,
 )
 from k8s_plans import PLANS, cluster_configuration, expanded_plan, rendered
-from support.kube_apiserver import ApiServer, from_bundle, unavailable
+from support.kube_apiserver import ApiServer, from_bundle, server_bundle, unavailable
 
 from cluster_plan.kubernetes import Rendering, names
-from cluster_plan.kubernetes.bundle import built_bundle
 from cluster_plan.kubernetes.renderer import files
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "schemas" / "kubernetes" / "prometheus-operator"
-BUNDLE = built_bundle("1.36")
+BUNDLE = server_bundle()
 SETTLE_S = 60.0
 MANAGER = "cluster-plan"
 

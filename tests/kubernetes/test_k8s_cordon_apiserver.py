@@ -33,13 +33,12 @@ from typing import Any
 
 import pytest
 from k8s_plans import cluster_configuration
-from support.kube_apiserver import ApiServer, from_bundle, running, unavailable
+from support.kube_apiserver import ApiServer, from_bundle, running, server_bundle, unavailable
 
 from cluster_plan.kubernetes import cordon
-from cluster_plan.kubernetes.bundle import built_bundle
 from cluster_plan.kubernetes.cordon import ANNOTATION, parse_node
 
-BUNDLE = built_bundle("1.36")
+BUNDLE = server_bundle()
 WHY_NOT = unavailable(BUNDLE)
 pytestmark = [pytest.mark.apiserver, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
 

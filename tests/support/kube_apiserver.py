@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from cluster_plan.kubernetes.bundle import Bundle
+from cluster_plan.kubernetes.bundle import Bundle, BundleNeeds, built_bundle
 
 PORT = 6443
 # The API server's own address (the `kubernetes` Service's endpoint, which may not be a
@@ -640,6 +640,13 @@ def running(server: ApiServer) -> Iterator[ApiServer]:
         yield server
     finally:
         server.stop()
+
+
+def server_bundle(version: str = "1.36") -> Bundle | None:
+    """A bundle of the release built on this machine, for its etcd, kube-apiserver,
+    kube-controller-manager and kubectl: the release's own, or the lab plan's (the release and
+    the project's device plugin), the one the Kubernetes lab's converge builds."""
+    return built_bundle(version) or built_bundle(version, needs=BundleNeeds(device_plugin=True))
 
 
 def unavailable(bundle: Bundle | None) -> str | None:
