@@ -348,7 +348,7 @@ CODES: dict[str, FindingCode] = {
     ),
     # Kubernetes
     **_topic(
-        "docs/kubernetes.md#the-cluster-kubeadm-kubelet-containerd-calico",
+        "docs/kubernetes.md#the-cluster-kubeadm-kubelet-containerd-the-pod-network",
         {
             "not-kubernetes": "a Kubernetes rendering of a plan with another scheduler",
             "control-plane-count": "no control plane node, or an even number (etcd needs a quorum)",
@@ -371,6 +371,13 @@ CODES: dict[str, FindingCode] = {
         "pod-mtu",
         "the node network's MTU leaves no room for the pods'",
         "docs/kubernetes.md#the-pod-mtu",
+    ),
+    **_topic(
+        "docs/kubernetes.md#installing-from-the-plans-mirror",
+        {
+            "mirror-cni": "a plan's mirror with a pod network the offline bundle does not carry",
+            "mirror-port": "a mirror port shared, or one Kubernetes uses on the mirror host",
+        },
     ),
     "bundle-version": FindingCode(
         "bundle-version",
