@@ -25,6 +25,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from cluster_plan.plan.roles import KUBERNETES_NODE_ROLES
+
 # Kernel-wide sysctls the kubelet sets at start (its setupKernelTunables, unless
 # protectKernelDefaults): each node gets a file of its own bound over the /proc/sys entry,
 # with the machine's value at boot. The rest of /proc/sys stays read-only.
@@ -73,7 +75,7 @@ def kubelet_settings(base: dict[str, Any]) -> dict[str, Any]:
 
 
 def is_kubernetes_node(spec: dict[str, Any]) -> bool:
-    return bool({"k8s_control_plane", "k8s_worker"} & set(spec.get("roles") or ()))
+    return bool(KUBERNETES_NODE_ROLES & set(spec.get("roles") or ()))
 
 
 def boot_lines(spec: dict[str, Any], node_dir: Path) -> list[str]:

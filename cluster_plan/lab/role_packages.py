@@ -94,6 +94,12 @@ LEFT_TO_THE_ROLES = (
         "kubernetes_os_packages",
         "from the Kubernetes project's repository at the plan's version, not Debian's archive",
     ),
+    LeftOut(
+        "k8s_mirror",
+        "k8s_mirror_os_packages",
+        "the mirror host's registry and web server, for a Kubernetes plan with a mirror; the "
+        "Kubernetes lab plan boots its nodes on the bare base",
+    ),
 )
 
 

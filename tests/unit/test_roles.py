@@ -32,7 +32,9 @@ def test_all_roles_are_the_schema_s_and_every_set_is_a_subset() -> None:
 
 def _play_roles(playbook: str) -> set[str]:
     plays = yaml.safe_load((ROOT / "playbooks" / playbook).read_text())
-    patterns = {play["hosts"] for play in plays}
+    # the mirror's play runs on the plan's mirror host: a group the inventory makes from
+    # scheduler.kubernetes.mirror, not a role
+    patterns = {play["hosts"] for play in plays if play["hosts"] != "k8s_mirror"}
     (pattern,) = patterns
     return set(pattern.split(":"))
 
