@@ -25,6 +25,7 @@ from cluster_plan.kubernetes import names
 from cluster_plan.kubernetes.bundle.artifacts import device_plugin_image
 from cluster_plan.kubernetes.bundle.project import BundleNeeds
 from cluster_plan.kubernetes.cluster import KubernetesPlan
+from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.kubernetes.nodes import accelerator_pools
 
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
@@ -254,9 +255,12 @@ def project_device_plugin(plan: KubernetesPlan) -> list[dict[str, Any]]:
     served = served_classes(plan)
     if not served:
         return []
-    # the bundle's name for it: a site imports the bundle's images, or its registry mirror
-    # serves them under their own names
-    image = device_plugin_image().reference
+    # from the plan's mirror, under the registry's own name as kubeadm's images are (nodes
+    # never resolve the project's name); without one, the bundle's name, which a site imports
+    # the bundle's images under
+    built = device_plugin_image()
+    mirror = plan_mirror(plan)
+    image = built.mirror_reference(mirror.registry) if mirror else built.reference
     metadata = {"namespace": DEVICE_PLUGIN_NAMESPACE, "labels": {**names.MANAGED_BY}}
     config = {
         "apiVersion": "v1",

@@ -12,7 +12,7 @@ description:
     C(directory) and its C(name) (the directory's name, C(<version>-<key>)).
   - It only reads; the k8s_mirror role builds the bundle (or verifies it) first. A bundle
     that is not built is an error naming the command that builds it.
-  - With I(plan), the bundle of what that plan needs besides its release (the project's
+  - With I(plan_file), the bundle of what that plan needs besides its release (the project's
     device plugin, the training image), the one C(cluster-plan k8s bundle PLAN) builds;
     without it, the release's alone.
 options:
@@ -21,15 +21,16 @@ options:
     required: true
     type: list
     elements: str
-  plan:
-    description: The expanded plan (the inventory's C(cluster_plan) variable).
-    type: dict
+  plan_file:
+    description: The plan file (the inventory's C(cluster_plan_file) variable).
+    type: path
 """
 
 EXAMPLES = r"""
 - name: The bundle's kubelet
   ansible.builtin.debug:
-    msg: "{{ (lookup('cluster_plan.cluster.k8s_bundle', '1.36', plan=cluster_plan).artifacts
+    msg: "{{ (lookup('cluster_plan.cluster.k8s_bundle', '1.36',
+                     plan_file=cluster_plan_file).artifacts
               | selectattr('name', 'equalto', 'kubelet') | first).sha256 }}"
 """
 
@@ -49,6 +50,7 @@ from ansible.plugins.lookup import LookupBase
 class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None,
             **kwargs: Any) -> list[Any]:  # fmt: skip
+        from cluster_plan.api import load_expanded
         from cluster_plan.kubernetes.bundle import built_bundle
         from cluster_plan.kubernetes.bundle.command import plan_needs
         from cluster_plan.kubernetes.cluster import kubernetes_plan
@@ -58,9 +60,9 @@ class LookupModule(LookupBase):
         if len(terms) != 1:
             raise AnsibleLookupError(f"give one Kubernetes version, not {terms!r}")
         version = str(terms[0])
-        plan = kwargs.get("plan")
+        plan_file = kwargs.get("plan_file")
         try:
-            needs = plan_needs(kubernetes_plan(plan)) if plan else None
+            needs = plan_needs(kubernetes_plan(load_expanded(plan_file))) if plan_file else None
             bundle = built_bundle(version, needs=needs)
         except (UnsupportedVersion, PlanError) as exc:
             raise AnsibleLookupError(str(exc)) from None

@@ -244,6 +244,6 @@ def test_the_roles_lookup_finds_the_bundle_the_plan_needs(monkeypatch: pytest.Mo
     )
     expanded = load_expanded(str(K8S_LAB))
     with pytest.raises(Exception, match=r"no offline bundle for Kubernetes 1\.36"):
-        lookup.run(["1.36"], {}, plan=expanded)
+        lookup.run(["1.36"], {}, plan_file=str(K8S_LAB))
     wanted = plan_needs(kubernetes_plan(expanded))
     assert wanted.device_plugin and asked == [wanted]

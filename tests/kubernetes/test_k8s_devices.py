@@ -17,6 +17,7 @@ from cluster_plan.kubernetes import render
 from cluster_plan.kubernetes.bundle.artifacts import bundle_spec
 from cluster_plan.kubernetes.cluster import kubernetes_plan
 from cluster_plan.kubernetes.devices import bundle_needs
+from cluster_plan.kubernetes.mirror import plan_mirror
 
 Document = dict[str, Any]
 NVIDIA_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
@@ -128,8 +129,12 @@ def test_the_plugin_runs_the_bundles_image_with_the_hosts_dev_read_only():
     objects = render(expanded_plan("lab-k8s")).all_objects()
     _, daemon_sets = project_plugin(objects)
     image = bundle_spec("1.36", bundle_needs(kubernetes_plan(expanded_plan("lab-k8s"))))
-    reference = image.image("cluster-plan-device-plugin").reference
-    assert reference.startswith("cluster-plan.local/cluster-plan-device-plugin:v0.1.0-")
+    built = image.image("cluster-plan-device-plugin")
+    assert built.reference.startswith("cluster-plan.local/cluster-plan-device-plugin:v0.1.0-")
+    # the lab plan has a mirror: the nodes pull it from there by the registry's own name
+    mirror = plan_mirror(kubernetes_plan(expanded_plan("lab-k8s")))
+    assert mirror is not None
+    reference = f"{mirror.registry}/{built.mirror_path}"
     for daemon_set in daemon_sets:
         pod = daemon_set["spec"]["template"]["spec"]
         (container,) = pod["containers"]

@@ -19,6 +19,7 @@ from cluster_plan.kubernetes.bundle.artifacts import BundleSpec, bundle_spec
 from cluster_plan.kubernetes.bundle.builder import BundleError, ensure, find, prepare
 from cluster_plan.kubernetes.bundle.cache import ENVIRONMENT, cache_root
 from cluster_plan.kubernetes.bundle.project import BundleNeeds
+from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.kubernetes.versions import UnsupportedVersion
 from cluster_plan.plan.findings import Finding, PlanError
 
@@ -75,6 +76,9 @@ def _images_in(document: Any) -> Iterator[str]:
 def not_included(rendering: Any, spec: BundleSpec) -> list[dict[str, str]]:
     """Images the rendered objects name that the bundle does not build, and Calico."""
     built = {image.reference for image in spec.images}
+    mirror = plan_mirror(rendering.plan)
+    if mirror is not None:  # the objects name the mirror's copies of the bundle's images
+        built |= {image.mirror_reference(mirror.registry) for image in spec.images}
     places: dict[str, list[Any]] = {f"objects/{s}.yaml": o for s, o in rendering.objects.items()}
     places.update({f"examples/{s}.yaml": o for s, o in rendering.examples.items()})
     places.update({f"static-pods/{n}/": p for n, p in rendering.static_pods.items()})
