@@ -5,6 +5,11 @@ mitogen_linear, under Ansible's own linear strategy, and with Ansible's defaults
 pipelining, no SSH ControlPersist, no fact cache, 5 forks).
 
     .venv/bin/python benchmarks/bench_converge.py [--plan PLAN] [--playbook site.yml ...]
+        [--bare-both] [--no-defaults]
+
+`--bare-both` makes the lab afresh before a first converge under Ansible's linear strategy,
+and again before the first converge under mitogen_linear, so both first converges are
+measured in the same run.
 
 Prints figures, the linear/Mitogen and defaults/tuned ratios (`--no-defaults` skips that slow
 run), the re-run's slowest tasks, and a baseline from the same run: 20 tasks that do nothing
@@ -121,7 +126,33 @@ def lab_state(plan: str) -> tuple[bool, bool]:
     return True, probe.returncode == 0
 
 
-def main() -> int:
+def remake(plan: str) -> bool:
+    """Take the lab down and make it again: bare nodes from the lab's images."""
+    for verb in ("down", "up"):
+        made = subprocess.run(
+            [str(BIN / "cluster-plan"), "lab", verb, plan],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if made.returncode != 0:
+            print(f"lab {verb} failed:\n{made.stdout}{made.stderr}", file=sys.stderr)
+            return False
+    return True
+
+
+def bare_converge(plan: str, playbooks: list[str], env: dict[str, str]) -> float | None:
+    """Seconds of a first converge on a lab made afresh, under the strategy env names."""
+    if not remake(plan):
+        return None
+    seconds, rc, changed, hosts = run(plan, playbooks, env)
+    name = "first converge, linear strategy"
+    print(f"{name:<38} {seconds:7.1f} s   rc={rc} changed={changed} hosts={hosts}")
+    return seconds if rc == 0 else None
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default="inventory/lab/cluster.yml")
     parser.add_argument(
@@ -131,15 +162,49 @@ def main() -> int:
         help="playbook(s) to converge (default: site.yml)",
     )
     parser.add_argument(
+        "--bare-both",
+        action="store_true",
+        help="first take the lab down and make it again before a first converge under linear, "
+        "then again before the first converge under mitogen_linear (the lab ends converged)",
+    )
+    parser.add_argument(
         "--no-defaults",
         action="store_true",
         help="skip the slow re-run with Ansible's defaults",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def slowest(
+    per_task: float, figures: list[float], spent: dict[str, float], gated_spent: dict[str, float]
+) -> None:
+    """The re-runs read as tasks x what an empty task costs, and their slowest tasks."""
+    gated, full = figures[1], figures[2]
+    for name, tasks, total in (("in full", spent, full), ("through the gate", gated_spent, gated)):
+        print(
+            f"the re-run {name} ran {len(tasks)} distinct tasks: {len(tasks)} x {per_task:.2f} s"
+            f" = {len(tasks) * per_task:.0f} s if each cost what an empty task costs "
+            f"({len(tasks) * per_task / total:.2f} of that re-run)"
+        )
+    for name, tasks, total in (("in full", spent, full), ("through the gate", gated_spent, gated)):
+        print(f"the re-run {name}: its {TOP} slowest tasks (wall time, all hosts together):")
+        for task, seconds in sorted(tasks.items(), key=lambda kv: kv[1], reverse=True)[:TOP]:
+            print(f"  {seconds:7.1f} s  {100 * seconds / total:5.1f} %  {task}")
+
+
+def main() -> int:
+    args = arguments()
     playbooks = args.playbooks or ["site.yml"]
     if os.geteuid() != 0:
         print("bench_converge: skipped, the lab needs root")
         return 0
+    bare_linear = None
+    if args.bare_both:
+        bare_linear = bare_converge(args.plan, playbooks, LINEAR)
+        if bare_linear is None:
+            return 1
+        if not remake(args.plan):
+            return 1
     up, converged = lab_state(args.plan)
     if not up:
         print(f"bench_converge: skipped, the lab is not up (cluster-plan lab up {args.plan})")
@@ -190,21 +255,13 @@ def main() -> int:
             f"{costs[strategy]:.2f} s per task"
         )
     shutil.rmtree(scratch)
-    per_task = costs["mitogen_linear"]
+    slowest(costs["mitogen_linear"], figures, spent, gated_spent)
     gated, full = figures[1], figures[2]
-    for name, tasks, total in (("in full", spent, full), ("through the gate", gated_spent, gated)):
-        print(
-            f"the re-run {name} ran {len(tasks)} distinct tasks: {len(tasks)} x {per_task:.2f} s"
-            f" = {len(tasks) * per_task:.0f} s if each cost what an empty task costs "
-            f"({len(tasks) * per_task / total:.2f} of that re-run)"
-        )
-    for name, tasks, total in (("in full", spent, full), ("through the gate", gated_spent, gated)):
-        print(f"the re-run {name}: its {TOP} slowest tasks (wall time, all hosts together):")
-        for task, seconds in sorted(tasks.items(), key=lambda kv: kv[1], reverse=True)[:TOP]:
-            print(f"  {seconds:7.1f} s  {100 * seconds / total:5.1f} %  {task}")
     load = os.getloadavg()[0]
     print(f"in full / through the gate: {full / gated:.2f}x")
     print(f"linear / mitogen_linear, in full: {figures[3] / full:.2f}x")
+    if bare_linear is not None:
+        print(f"linear / mitogen_linear, first converge: {bare_linear / figures[0]:.2f}x")
     if not args.no_defaults:
         print(f"defaults / tuned, in full: {figures[4] / full:.2f}x")
     print(f"(goal for the re-run: < 60 s; load average {load:.1f} on {os.cpu_count()} CPUs)")
