@@ -2,7 +2,9 @@
 
 One check-mode run of the whole build proves what the Slurm and Ceph modules each proved with
 a run of their own stages (common and Slurm; storage): on a lab that site.yml converged, check
-mode reports no change on any host and fails nowhere. It only reads the lab, so the session's
+mode reports no change on any host and fails nowhere. It runs under Ansible's own linear
+strategy, the fallback where Mitogen cannot be used (ansible.cfg runs mitogen_linear), so
+every stage stays proven without Mitogen. It only reads the lab, so the session's
 converge runs it beside the idempotence run, before any test touches the lab
 (tests/support/lab_session.py `converge_runs`); this test judges that run.
 
@@ -17,13 +19,14 @@ from lab_helpers import PLAN
 
 # The shared session fixtures (`lab`, `converged_lab`).
 from support.lab_session import (  # noqa: F401
+    CHECK_STRATEGY,
     FULL_RUN,
     PLAYBOOKS,
     Converged,
     converged_lab,
     lab,
 )
-from support.playbooks import changed_lines, playbook, recap
+from support.playbooks import ansible_env, changed_lines, playbook, recap
 
 pytestmark = pytest.mark.lab
 
@@ -40,7 +43,9 @@ STAGE_TASKS = (
 def test_check_mode_of_every_stage_reports_no_change(converged_lab: Converged) -> None:  # noqa: F811
     converged_lab.require_converged()
     # every task in check mode: the stage gate would skip every stage of a converged lab
-    run = converged_lab.check or playbook(PLAN, PLAYBOOKS, "--check", *FULL_RUN)
+    run = converged_lab.check or playbook(
+        PLAN, PLAYBOOKS, "--check", *FULL_RUN, env={**ansible_env(), **CHECK_STRATEGY}
+    )
     assert run.ok, run.result.stdout[-3000:]
     rows = recap(run.result.stdout)
     assert set(rows) >= set(converged_lab.expanded["hosts"])

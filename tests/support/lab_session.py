@@ -333,6 +333,9 @@ PLAYBOOKS = os.environ.get("CLUSTER_PLAN_LAB_PLAYBOOKS", "site.yml").split()
 FULL_RUN = ("-e", "site_converge_when=always")
 # The check-mode run keeps its own fact cache: two runs at once must not write one file.
 CHECK_FACTS = REPO / ".cache" / "facts-check"
+# and runs under Ansible's own linear strategy: the fallback when Mitogen is not usable
+# (plugins/strategy/mitogen_linear.py) stays proven on every stage of the lab
+CHECK_STRATEGY = {"ANSIBLE_STRATEGY": "linear"}
 
 
 def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]], None]) -> Runs:
@@ -340,12 +343,15 @@ def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]
     verbose (the roles' own idempotence, no stage skipped by the stage gate; verbose on
     purpose: secrets must stay hidden even then); straight after, before any test touches
     the lab, a re-run where nothing changed, through the stage gate as a user's re-run is.
-    `site.yml --check` (every stage) runs beside the idempotence run: neither changes a
-    converged lab, and one ansible-playbook leaves one of the two cores idle."""
+    `site.yml --check` (every stage, under Ansible's own linear strategy) runs beside the
+    idempotence run: neither changes a converged lab, and one ansible-playbook leaves one of
+    the two cores idle."""
     first = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
     second = check = None
     if first.ok:
-        check_env = {**env, "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(CHECK_FACTS)}
+        check_env = {
+            **env, "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(CHECK_FACTS), **CHECK_STRATEGY
+        }  # fmt: skip
         with ThreadPoolExecutor(2) as pool:
             full = pool.submit(
                 playbook, LAB_PLAN, PLAYBOOKS, "-v", *FULL_RUN, env=env, on_start=on_start
