@@ -8,11 +8,11 @@ next task (`kubectl drain`)."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from cluster_plan.ansible.node_hold import on_host, task_result
 from cluster_plan.kubernetes import cordon
 
 ARGUMENTS: dict[str, Any] = {
@@ -32,11 +32,7 @@ class ActionModule(ActionBase):
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENTS)
         check = bool(self._task.check_mode)
-        kubeconfig = f"KUBECONFIG={shlex.quote(args['kubeconfig'])}"
-
-        def run(argv: list[str]) -> tuple[int, str, str]:
-            done = self._low_level_execute_command(f"{kubeconfig} {shlex.join(argv)}")
-            return int(done.get("rc", 1)), str(done.get("stdout", "")), str(done.get("stderr", ""))
+        run = on_host(self._low_level_execute_command, {"KUBECONFIG": args["kubeconfig"]})
 
         node, owner = args["node"], args["owner"]
         try:
@@ -46,13 +42,4 @@ class ActionModule(ActionBase):
                 decision = cordon.cordon(run, node, owner, args["reason"], check=check)
         except (cordon.DrainError, ValueError) as exc:
             return {**result, "failed": True, "msg": str(exc), "node": node}
-        result.update(
-            changed=decision.action in ("cordon", "uncordon"),
-            node=node,
-            action=decision.action,
-            held_by=decision.held_by,
-            msg=decision.message,
-        )
-        if decision.held_by is not None:
-            result["warnings"] = [decision.message]
-        return result
+        return task_result(result, node, decision, frozenset(("cordon", "uncordon")))

@@ -7,11 +7,11 @@ implementation `cluster-plan change` uses as well."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from cluster_plan.ansible.node_hold import on_host, task_result
 from cluster_plan.slurm import drain as slurm_drain
 
 ARGUMENTS: dict[str, Any] = {
@@ -34,10 +34,7 @@ class ActionModule(ActionBase):
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENTS)
         check = bool(self._task.check_mode)
-
-        def run(argv: list[str]) -> tuple[int, str, str]:
-            done = self._low_level_execute_command(shlex.join(argv))
-            return int(done.get("rc", 1)), str(done.get("stdout", "")), str(done.get("stderr", ""))
+        run = on_host(self._low_level_execute_command)
 
         node, owner = args["node"], args["owner"]
         try:
@@ -51,13 +48,4 @@ class ActionModule(ActionBase):
                     )
         except (slurm_drain.DrainError, ValueError) as exc:
             return {**result, "failed": True, "msg": str(exc), "node": node}
-        result.update(
-            changed=decision.action in ("drain", "resume"),
-            node=node,
-            action=decision.action,
-            held_by=decision.held_by,
-            msg=decision.message,
-        )
-        if decision.held_by is not None:
-            result["warnings"] = [decision.message]
-        return result
+        return task_result(result, node, decision, frozenset(("drain", "resume")))
