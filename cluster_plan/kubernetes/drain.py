@@ -240,7 +240,11 @@ class Drained:
     @property
     def lines(self) -> list[str]:
         verb = "deleted" if self.force else "evicted"
-        lines = [f"{self.node}: {verb} {', '.join(self.moved) or 'no pod (none to move)'}"]
+        lines = [
+            f"{self.node}: {verb} {', '.join(self.moved)}"
+            if self.moved
+            else f"{self.node}: no pod to move"
+        ]
         if self.overridden:
             lines.append(
                 f"{self.node}: deleted despite a PodDisruptionBudget (--force): "
@@ -279,7 +283,8 @@ def _blocked(node: str, left: list[Pod], budgets: list[Budget], argv: list[str],
         if holders:
             parts.append(f"{pod.ref} held by " + " and ".join(b.described for b in holders))
         elif pod.deleting:
-            parts.append(f"{pod.ref} evicted, still terminating (its kubelet has not ended it)")
+            verb = "deleted" if "--disable-eviction" in argv else "evicted"
+            parts.append(f"{pod.ref} {verb}, still terminating (its kubelet has not ended it)")
         else:
             parts.append(f"{pod.ref} not moved (kubectl drain: {_last_line(said)})")
     return (
@@ -300,8 +305,9 @@ def _failed(run: Run, node: str, leaving: list[Pod], argv: list[str], answer: An
     return _blocked(node, left, parse_budgets(_must(run, BUDGETS_ARGV)), argv, err or out)
 
 
-def _moved(node: str, kept: tuple[str, ...], leaving: list[Pod], budgets: list[Budget],
-           force: bool) -> Drained:  # fmt: skip
+def _moved(
+    node: str, kept: tuple[str, ...], leaving: list[Pod], budgets: list[Budget], force: bool
+) -> Drained:
     overridden = []
     for pod in leaving:
         holders = held_by(pod, budgets) if force else []

@@ -186,7 +186,7 @@ def test_a_node_with_only_daemonset_pods_runs_no_drain():
     kubectl = scene(only, (1, "", "must not run"))
     done = drain.drain(kubectl, "gpu01", 600)
     assert kubectl.drains == [] and done.moved == ()
-    assert done.lines == ["gpu01: evicted no pod (none to move)",
+    assert done.lines == ["gpu01: no pod to move",
                           "gpu01: left on it (DaemonSets', mirror pods): "
                           "kube-system/calico-node-x7k2p"]  # fmt: skip
 
@@ -237,3 +237,12 @@ def test_a_budget_not_counted_yet_is_said_so():
     budget = Budget("team-b", "api", {}, 0, False, 0, 0)
     assert "not counted yet" in budget.described
     assert budget.covers(Pod("team-b", "x")) and not budget.covers(Pod("team-a", "x"))
+
+
+def test_a_forced_drain_not_done_in_time_names_the_pods_deleted_and_still_terminating():
+    kubectl = scene(without(PODS, "notebook"), (1, "", "error: context deadline exceeded\n"),
+                    without(AFTER, "web-7d9f8-q4m2z", "api-0"))  # fmt: skip
+    with pytest.raises(DrainError, match=r"^drain of gpu01: after 30 s, pod\(s\) still on it: "
+                       r"team-a/train-5xk8d deleted, still terminating \(its kubelet has not "
+                       r"ended it\); gpu01 stays cordoned$"):  # fmt: skip
+        drain.drain(kubectl, "gpu01", 30, force=True)
