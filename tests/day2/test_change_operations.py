@@ -617,16 +617,83 @@ def test_a_purge_ends_when_ceph_is_healthy_again(plans, monkeypatch):
         runner.osd_purge(ctx, Step("osd-purge", ("osd01",), ""))
 
 
-def test_kubernetes_pods_are_waited_for_unless_forced(plans, monkeypatch):
-    monkeypatch.setattr(runner, "POLL_S", 0.0)
-    pods = "DaemonSet kube-system/calico-node-x\nJob team-a/train-0\n"
-    executor = FakeExecutor({"get pods": [(0, pods)]})
-    ctx = context(plans, executor, "lab", "lab")
-    with pytest.raises(runner.StepFailed, match=r"running pod\(s\) team-a/train-0.*--force"):
-        runner._wait_pods(ctx, "cpu01", 0, force=False)
-    assert not any(" drain " in c for _, c in executor.calls)
-    runner._wait_pods(ctx, "cpu01", 0, force=True)
-    assert any("kubectl drain cpu01" in c and "--timeout=1s" in c for _, c in executor.calls)
+DRAIN_FIXTURES = REPO / "tests" / "kubernetes" / "fixtures" / "drain"
+BUDGETS = (DRAIN_FIXTURES / "pdbs.json").read_text()
+
+
+def recorded_pods(name: str, *gone: str) -> str:
+    """`kubectl get pods -o json` of gpu01 recorded on the bundle's API server, less `gone`."""
+    listed = json.loads((DRAIN_FIXTURES / name).read_text())
+    listed["items"] = [i for i in listed["items"] if i["metadata"]["name"] not in gone]
+    return json.dumps(listed)
+
+
+def test_kubernetes_pods_are_evicted_within_the_bound_and_named_with_their_budget(plans):
+    before, after = (
+        recorded_pods("pods-gpu01.json", "notebook"),
+        recorded_pods("pods-gpu01-after.json"),
+    )
+    executor = FakeExecutor({"get pods": [(0, before), (0, after)],
+                             "get poddisruptionbudgets": [(0, BUDGETS)],
+                             "kubectl drain gpu01": [(1, "")]})  # fmt: skip
+    ctx = context(plans, executor, "k8s", "k8s")
+    step = Step("wait-jobs", ("gpu01",), "", (("timeout_s", 5), ("force", False)))
+    with pytest.raises(
+        runner.StepFailed,
+        match=r"drain of gpu01: after 5 s, pod\(s\) still on it: team-a/train-5xk8d evicted, "
+        r"still terminating.*team-a/web-7d9f8-q4m2z held by PodDisruptionBudget team-a/web "
+        r"\(0 disruption\(s\) allowed.*gpu01 stays cordoned\. Wait .* run the change again "
+        r"\(it continues here\), or pass --force to delete them",
+    ):
+        runner.wait_jobs(ctx, step)
+    drains = [c for node, c in executor.calls if "kubectl drain" in c]
+    assert drains == [
+        "KUBECONFIG=/etc/kubernetes/admin.conf kubectl drain gpu01 --ignore-daemonsets "
+        "--delete-emptydir-data --timeout=5s --request-timeout=5s"
+    ]
+    assert {node for node, _ in executor.calls} == {"cp01"}
+    assert not any("delete" in c.split("--")[0] for c in drains)
+
+
+def test_kubernetes_force_deletes_the_pods_and_says_which_a_budget_covered(plans):
+    executor = FakeExecutor({"get pods": [(0, recorded_pods("pods-gpu01.json"))],
+                             "get poddisruptionbudgets": [(0, BUDGETS)],
+                             "kubectl drain gpu01": [(0, "")]})  # fmt: skip
+    ctx = context(plans, executor, "k8s", "k8s")
+    runner.wait_jobs(ctx, Step("wait-jobs", ("gpu01",), "", (("timeout_s", 0), ("force", True))))
+    assert any(c.endswith("--timeout=1s --request-timeout=1s --force --disable-eviction")
+               for _, c in executor.calls)  # fmt: skip
+    log = ctx.log.getvalue()
+    assert "gpu01: deleted team-a/train-5xk8d, " in log and "team-b/notebook" in log
+    assert (
+        "gpu01: deleted despite a PodDisruptionBudget (--force): team-a/web-7d9f8-q4m2z "
+        "(PodDisruptionBudget team-a/web (0 disruption(s) allowed" in log
+    )
+    assert "left on it (DaemonSets', mirror pods): kube-system/calico-node-x7k2p" in log
+
+
+def test_a_kubernetes_bare_pod_is_not_evicted_without_force(plans):
+    executor = FakeExecutor({"get pods": [(0, recorded_pods("pods-gpu01.json"))]})
+    ctx = context(plans, executor, "k8s", "k8s")
+    with pytest.raises(runner.StepFailed, match=r"team-b/notebook declare no controller.*--force"):
+        runner._move_pods(ctx, "gpu01", 600, force=False)
+    assert not any("kubectl drain" in c for _, c in executor.calls)
+
+
+def test_the_kubernetes_drain_step_says_it_evicts_or_with_force_deletes(plans):
+    def wait_step(**options: Any) -> Step:
+        (replace,) = operations(plans["k8s"], plans["k8s"], replace=("gpu01",), **options)
+        return next(s for s in replace.steps if s.action == "wait-jobs")
+
+    assert wait_step().detail == (
+        "evict the pods on gpu01, PodDisruptionBudgets respected, within 600 s "
+        "(DaemonSets' pods stay)"
+    )
+    forced = wait_step(force=True, drain_timeout_s=30)
+    assert (
+        forced.detail == "delete the pods on gpu01 within 30 s, bare ones too (--force: no budget)"
+    )
+    assert dict(forced.params) == {"timeout_s": 30, "force": True}
 
 
 def k8s_node(node: str, cordoned: bool = True, by: str | None = None) -> str:

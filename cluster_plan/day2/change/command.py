@@ -52,12 +52,14 @@ def register(subparsers: Any) -> None:
         "--drain-timeout",
         type=int,
         default=600,
-        help="seconds to wait for the jobs on a drained host (default 600)",
+        help="seconds to wait for the jobs on a drained host (Kubernetes: for its pods' "
+        "eviction) (default 600)",
     )
     change.add_argument(
         "--force",
         action="store_true",
-        help="requeue the jobs still on a host being drained instead of waiting for them",
+        help="requeue the jobs still on a host being drained instead of waiting for them "
+        "(Kubernetes: delete its pods, PodDisruptionBudgets not consulted)",
     )
     change.add_argument(
         "--check-timeout",

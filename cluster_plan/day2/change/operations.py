@@ -119,6 +119,20 @@ def _evict(host: str) -> Step:
     )
 
 
+def _wait_text(host: str, spec: Host, options: Options) -> str:
+    bound = options.drain_timeout_s
+    if KUBERNETES_NODE_ROLES & set(spec["roles"]):
+        if options.force:
+            return f"delete the pods on {host} within {bound} s, bare ones too (--force: no budget)"
+        return (
+            f"evict the pods on {host}, PodDisruptionBudgets respected, within {bound} s "
+            "(DaemonSets' pods stay)"
+        )
+    return f"wait up to {bound} s for the jobs on {host} to end" + (
+        " (requeued: --force)" if options.force else ""
+    )
+
+
 def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
     """Drain a host of jobs and, when it has OSDs, of data: the steps before it goes away."""
     steps = []
@@ -133,8 +147,7 @@ def _take_out(host: str, spec: Host, options: Options, why: str) -> list[Step]:
             Step(
                 "wait-jobs",
                 (host,),
-                f"wait up to {options.drain_timeout_s} s for the jobs on {host} to end"
-                + (" (requeued: --force)" if options.force else ""),
+                _wait_text(host, spec, options),
                 (("timeout_s", options.drain_timeout_s), ("force", options.force)),
             ),
         ]

@@ -33,7 +33,7 @@ from cluster_plan.day2.change.operations import (
     Step,
     hosts_text,
 )
-from cluster_plan.day2.change.scheduler_steps import _wait_pods as _wait_pods  # tests drive it
+from cluster_plan.day2.change.scheduler_steps import _move_pods as _move_pods  # tests drive it
 from cluster_plan.day2.change.scheduler_steps import drain, resume, wait_jobs
 from cluster_plan.lab.names import LabError
 from cluster_plan.plan.roles import SLURM_HOST_ROLES

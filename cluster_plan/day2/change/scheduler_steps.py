@@ -1,14 +1,16 @@
 """The change's steps in the scheduler: drain a host through the project's one drain (Slurm,
 cluster_plan.slurm.drain; Kubernetes, its cordon, cluster_plan.kubernetes.cordon), wait for
-its jobs or pods, resume it, and see it take a job again."""
+its jobs (Slurm) or move its pods off it (cluster_plan.kubernetes.drain), resume it, and see
+it take a job again."""
 
 from __future__ import annotations
 
 import shlex
 
-from cluster_plan.day2.change.context import KUBECONFIG, StepContext, StepFailed, kubectl
+from cluster_plan.day2.change.context import KUBECONFIG, StepContext, StepFailed
 from cluster_plan.day2.change.operations import DRAIN_OWNER, Step
 from cluster_plan.kubernetes import cordon
+from cluster_plan.kubernetes import drain as pod_drain
 from cluster_plan.plan.roles import JOB_ROLES
 from cluster_plan.slurm import commands as slurm_commands
 from cluster_plan.slurm import drain as slurm_drain
@@ -25,12 +27,12 @@ def _slurm(ctx: StepContext) -> slurm_drain.Run:
     return run
 
 
-def _kubectl(ctx: StepContext) -> cordon.Run:
+def _kubectl(ctx: StepContext, timeout: float = 120) -> cordon.Run:
     """kubectl, run on the first control plane with the cluster's admin kubeconfig."""
     control_plane = ctx.controller()
 
     def run(argv: list[str]) -> tuple[int, str, str]:
-        result = ctx.sh(control_plane, f"KUBECONFIG={KUBECONFIG} {shlex.join(argv)}")
+        result = ctx.sh(control_plane, f"KUBECONFIG={KUBECONFIG} {shlex.join(argv)}", timeout)
         return result.rc, result.stdout, result.stderr
 
     return run
@@ -52,44 +54,21 @@ def drain(ctx: StepContext, step: Step) -> None:
             ctx.say(f"  {decision.message}")
 
 
-def _pods_on(ctx: StepContext, host: str) -> str | None:
-    """The pods on a node other than its DaemonSets' (which a drain leaves), or None."""
-    template = shlex.quote(
-        "{range .items[*]}{.metadata.ownerReferences[0].kind} "
-        '{.metadata.namespace}/{.metadata.name}{"\\n"}{end}'
-    )
-    out = ctx.must(
-        ctx.controller(),
-        kubectl(
-            f"get pods --all-namespaces --field-selector spec.nodeName={host},"
-            f"status.phase=Running -o jsonpath={template}"
-        ),
-    )
-    pods = [
-        line.split()[-1] for line in out.splitlines() if line and not line.startswith("DaemonSet")
-    ]
-    return f"running pod(s) {', '.join(pods)}" if pods else None
-
-
-def _wait_pods(ctx: StepContext, host: str, timeout: float, force: bool) -> None:
-    """Cordoned already: without --force wait for its pods to end, then drain what is left
-    (DaemonSets stay); with --force evict them now."""
-    if not force:
-        try:
-            ctx.wait(f"drain of {host}", timeout, lambda: _pods_on(ctx, host))
-        except StepFailed as exc:
-            raise StepFailed(
-                f"{exc}: they keep {host}; wait and run the change again (it continues "
-                "here), or pass --force to evict them"
-            ) from None
-    ctx.must(
-        ctx.controller(),
-        kubectl(
-            f"drain {host} --ignore-daemonsets --delete-emptydir-data "
-            f"--timeout={max(1, int(timeout))}s"
-        ),
-        timeout=timeout + 60,
-    )
+def _move_pods(ctx: StepContext, host: str, timeout: float, force: bool) -> None:
+    """Cordoned already: its pods evicted (PodDisruptionBudgets respected) within the bound,
+    or with --force deleted; DaemonSets' and mirror pods stay."""
+    # kubectl drain's own bound is `timeout` (each request too); the shell's is past both
+    run = _kubectl(ctx, timeout=2 * max(1.0, timeout) + 60)
+    try:
+        drained = pod_drain.drain(run, host, timeout, force)
+    except slurm_drain.DrainError as exc:
+        raise StepFailed(
+            f"{exc}. Wait (or make room for them: more replicas elsewhere, a budget that "
+            "allows a disruption) and run the change again (it continues here), or pass "
+            "--force to delete them"
+        ) from None
+    for line in drained.lines:
+        ctx.say(f"  {line}")
 
 
 def wait_jobs(ctx: StepContext, step: Step) -> None:
@@ -97,7 +76,7 @@ def wait_jobs(ctx: StepContext, step: Step) -> None:
     force = bool(step.param("force", False))
     for host in step.hosts:
         if ctx.scheduler == "kubernetes":
-            _wait_pods(ctx, host, timeout, force)
+            _move_pods(ctx, host, timeout, force)
             continue
         try:
             slurm_drain.wait_for_jobs(
