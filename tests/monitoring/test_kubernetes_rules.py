@@ -163,9 +163,7 @@ def kubernetes_cases(c: Cases) -> None:
         {**collector, "severity": "warning"},
         f"The kubernetes collector on {INFER.head} failed its last run",
     )
-    c.quiet_when(
-        "CollectorFailing", [("cluster_plan_collector_success", collector, "1x20")], "20m"
-    )
+    c.quiet_when("CollectorFailing", [("cluster_plan_collector_success", collector, "1x20")], "20m")
 
 
 @pytest.fixture(scope="module")
