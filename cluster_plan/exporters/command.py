@@ -1,7 +1,7 @@
-"""`cluster-plan exporter gpu|slurm|state|clock --textfile-dir DIR`: run one collector once and
-write its node_exporter textfile (docs/monitoring-exporters.md). Exit 0 when the collector ran
-cleanly, 1 when it failed (its previous metrics removed, collector_success 0 written, the
-reason on stderr), 2 on usage errors."""
+"""`cluster-plan exporter gpu|slurm|kubernetes|state|clock --textfile-dir DIR`: run one collector
+once and write its node_exporter textfile (docs/monitoring-exporters.md). Exit 0 when the
+collector ran cleanly, 1 when it failed (its previous metrics removed, collector_success 0
+written, the reason on stderr), 2 on usage errors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cluster_plan.cli.policy import CheckFailed, Exit, UsageError
 
 
 def register(subparsers: Any) -> None:
-    """Add `exporter` (with gpu, slurm, state and clock) to the CLI's subparsers."""
+    """Add `exporter` (with gpu, slurm, kubernetes, state and clock) to the CLI's subparsers."""
     exporter = subparsers.add_parser(
         "exporter",
         help="write node_exporter textfile metrics (docs/monitoring-exporters.md)",
@@ -35,6 +35,13 @@ def register(subparsers: Any) -> None:
         help="XID counts kept between runs (default: DIR/.cluster_plan_gpu_xid.json)",
     )
     _collector(kinds, "slurm", "Slurm, on the controller")
+    kubernetes = _collector(kinds, "kubernetes", "Kubernetes' API server, on a control plane")
+    kubernetes.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path("/etc/kubernetes/admin.conf"),
+        help="the kubeconfig kubectl reads the API server with (default: kubeadm's admin's)",
+    )
     state = _collector(kinds, "state", "acceptance, backups and drift")
     state.add_argument("--history", type=Path, help="the acceptance history (SQLite)")
     state.add_argument("--cluster", help="the cluster's name in the history")
@@ -56,7 +63,13 @@ def _collector(kinds: Any, name: str, help_text: str) -> argparse.ArgumentParser
 def exporter_command(args: argparse.Namespace) -> Exit:
     from cluster_plan.exporters.textfile import CollectorError, run_collector
 
-    collect = {"gpu": _gpu, "slurm": _slurm, "state": _state, "clock": _clock}[args.collector](args)
+    collect = {
+        "gpu": _gpu,
+        "slurm": _slurm,
+        "kubernetes": _kubernetes,
+        "state": _state,
+        "clock": _clock,
+    }[args.collector](args)
     try:
         failure = run_collector(args.textfile_dir, args.collector, collect)
     except CollectorError as exc:  # no textfile directory: nothing can be written
@@ -77,6 +90,12 @@ def _slurm(args: argparse.Namespace) -> Callable[[], list[Any]]:
     from cluster_plan.exporters.slurm import collect_slurm
 
     return collect_slurm
+
+
+def _kubernetes(args: argparse.Namespace) -> Callable[[], list[Any]]:
+    from cluster_plan.exporters.kubernetes import collect_kubernetes
+
+    return lambda: collect_kubernetes(args.kubeconfig)
 
 
 def _clock(args: argparse.Namespace) -> Callable[[], list[Any]]:

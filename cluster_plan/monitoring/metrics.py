@@ -18,7 +18,7 @@ MetricType = Literal["gauge", "counter"]
 
 # Who writes a metric: one of the project's collectors (`cluster-plan exporter NAME`; the
 # writer of every collector's status file is `textfile`), or an exporter of someone else's.
-COLLECTORS = ("gpu", "slurm", "state", "clock", "textfile")
+COLLECTORS = ("gpu", "slurm", "kubernetes", "state", "clock", "textfile")
 EXTERNAL = ("prometheus", "node_exporter", "ceph-mgr")
 
 GPU_LABELS = ("node", "gpu", "uuid")
@@ -86,6 +86,57 @@ SLURM_JOBS_PENDING = Metric(
 )
 SLURM_SLURMDBD_UP = Metric(
     "cluster_plan_slurm_slurmdbd_up", "gauge", "1 when sacctmgr answers", (), "slurm"
+)
+
+# ---- the Kubernetes collector (on the first control plane) ----------------------------------
+K8S_NODE_READY = Metric(
+    "cluster_plan_kubernetes_node_ready",
+    "gauge",
+    "1 per node for the status of its Ready condition (true, false, unknown)",
+    ("node", "status"),
+    "kubernetes",
+)
+K8S_NODE_UNSCHEDULABLE = Metric(
+    "cluster_plan_kubernetes_node_unschedulable",
+    "gauge",
+    "1 while the node is cordoned (spec.unschedulable)",
+    ("node",),
+    "kubernetes",
+)
+K8S_NODE_INFO = Metric(
+    "cluster_plan_kubernetes_node_info",
+    "gauge",
+    "1 per node, with the kubelet version it reports",
+    ("node", "kubelet_version"),
+    "kubernetes",
+)
+K8S_NODE_ALLOCATABLE = Metric(
+    "cluster_plan_kubernetes_node_allocatable",
+    "gauge",
+    "Accelerators the node offers to pods (status.allocatable), per extended resource",
+    ("node", "resource"),
+    "kubernetes",
+)
+K8S_NODE_ALLOCATED = Metric(
+    "cluster_plan_kubernetes_node_allocated",
+    "gauge",
+    "Accelerators requested by the pods bound to the node and not finished, per resource",
+    ("node", "resource"),
+    "kubernetes",
+)
+K8S_APISERVER_UP = Metric(
+    "cluster_plan_kubernetes_apiserver_up",
+    "gauge",
+    "1 when the API server answered /readyz with ok",
+    (),
+    "kubernetes",
+)
+K8S_APISERVER_READYZ = Metric(
+    "cluster_plan_kubernetes_apiserver_readyz_seconds",
+    "gauge",
+    "How long the /readyz request took (kubectl's start included)",
+    (),
+    "kubernetes",
 )
 
 # ---- the state collector (on the head node) ------------------------------------------------

@@ -304,7 +304,7 @@ def gpu_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
     return rules
 
 
-# ---- Ceph, Slurm, backups, acceptance, collectors -------------------------------------------
+# ---- Ceph, Slurm, Kubernetes, backups, acceptance, collectors ------------------------------
 
 
 def ceph_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
@@ -367,6 +367,47 @@ def slurm_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
             "Slurm node {{ $labels.node }} is {{ $labels.state }} in partition "
             "{{ $labels.partition }}",
             _minutes(after["slurm_drained"]),
+        ),
+    ]
+
+
+def kubernetes_rules(plan: ExpandedPlan, monitoring: Monitoring) -> list[Rule]:
+    """From the Kubernetes collector on the first control plane: its series about other nodes
+    take each node's own labels, as the Slurm collector's do."""
+    scheduler = plan["scheduler"]
+    if not scheduler or scheduler["type"] != "kubernetes":
+        return []
+    after = monitoring["alert_after_minutes"]
+    not_ready = _minutes(after["k8s_not_ready"])
+    apiserver = _minutes(after["k8s_apiserver"])
+    ready = f'{m.K8S_NODE_READY.name}{{status="true"}} == 0'
+    return [
+        _rule(
+            "KubernetesNodeNotReady",
+            _about_node(f"max without (status) ({ready})"),
+            "critical",
+            "Kubernetes node {{ $labels.node }} is not Ready: its kubelet has not reported "
+            f"Ready for {not_ready}",
+            not_ready,
+        ),
+        _rule(
+            "KubernetesAPIServerDown",
+            f"{m.K8S_APISERVER_UP.name} == 0",
+            "critical",
+            "The Kubernetes API server does not answer /readyz with ok, asked from "
+            "{{ $labels.node }} for " + apiserver,
+            apiserver,
+        ),
+        # A device gone under running pods (a GPU fallen off the bus, a device plugin that
+        # stopped serving): the kubelet offers fewer than its pods hold. The kubelet keeps a
+        # stopped plugin's devices for 5 minutes before it drops them.
+        _rule(
+            "KubernetesAcceleratorsOverAllocated",
+            _about_node(f"{m.K8S_NODE_ALLOCATED.name} > {m.K8S_NODE_ALLOCATABLE.name}"),
+            "warning",
+            "Pods on {{ $labels.node }} hold {{ $value }} {{ $labels.resource }}, more than "
+            "the node offers now",
+            "5m",
         ),
     ]
 
@@ -438,6 +479,7 @@ def alert_rules(plan: ExpandedPlan) -> dict[str, Any]:
         ("gpus", gpu_rules(plan, monitoring)),
         ("ceph", ceph_rules(plan, monitoring)),
         ("slurm", slurm_rules(plan, monitoring)),
+        ("kubernetes", kubernetes_rules(plan, monitoring)),
         ("backups", backup_rules(plan, monitoring)),
         ("acceptance", acceptance_rules(plan, monitoring)),
     ]

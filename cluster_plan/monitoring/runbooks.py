@@ -67,6 +67,20 @@ RUNBOOKS: dict[str, str] = {
     "SlurmNodeDrained": (
         "sinfo -R names who drained it and why; resume it when the reason is gone."
     ),
+    "KubernetesNodeNotReady": (
+        "kubectl describe node NODE (its conditions and events); on the node systemctl status "
+        "kubelet containerd and journalctl -u kubelet; Unknown means the kubelet stopped "
+        "reporting."
+    ),
+    "KubernetesAPIServerDown": (
+        "kubectl get --raw '/readyz?verbose' on a control plane names the failing check; "
+        "crictl ps for kube-apiserver and etcd, their logs under /var/log/pods."
+    ),
+    "KubernetesAcceleratorsOverAllocated": (
+        "kubectl describe node NODE (Allocatable against Allocated resources); the device "
+        "plugin's pod on the node and its log; nvidia-smi on the node; drain it if a device "
+        "is lost."
+    ),
     "BackupTooOld": (
         "cluster-plan backup status PLAN --hosts NODE; journalctl -u cluster-plan-backup on the "
         "node."

@@ -338,6 +338,8 @@ class AlertAfter(TypedDict):
     ceph_osd: float
     slurm_down: float
     slurm_drained: float
+    k8s_not_ready: float
+    k8s_apiserver: float
 
 
 class Notifications(TypedDict):

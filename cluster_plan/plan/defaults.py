@@ -227,6 +227,8 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "monitoring.alert_after_minutes.ceph_osd": 2,
     "monitoring.alert_after_minutes.slurm_down": 5,
     "monitoring.alert_after_minutes.slurm_drained": 10,
+    "monitoring.alert_after_minutes.k8s_not_ready": 5,
+    "monitoring.alert_after_minutes.k8s_apiserver": 2,
     # Alertmanager's own defaults: a group's first alerts wait 30 s for the rest of the group,
     # its new alerts go out every 5 minutes, what still fires is sent again every 4 hours
     "monitoring.notifications": {},

@@ -15,6 +15,7 @@ from cluster_plan import reference_docs
 from cluster_plan.api import load_expanded
 from cluster_plan.exporters.clock import Tracking, clock_families
 from cluster_plan.exporters.gpu import GpuReading, NvmlReading, gpu_families
+from cluster_plan.exporters.kubernetes import Node, kubernetes_families
 from cluster_plan.exporters.slurm import slurm_families
 from cluster_plan.exporters.state import Document, state_families
 from cluster_plan.exporters.textfile import exposition, status_text
@@ -47,6 +48,14 @@ def every_family_text() -> dict[str, str]:
         "slurm": exposition(
             slurm_families(
                 [("gpu01", "gpu", "idle")], {"gpu01": (8, 1)}, Counter({("gpu", "ml"): 2}), True
+            )
+        ),
+        "kubernetes": exposition(
+            kubernetes_families(
+                True,
+                0.01,
+                [Node("gpu01", "true", False, "v1.36.3", {"nvidia.com/gpu": 2})],
+                {"gpu01": {"nvidia.com/gpu": 1}},
             )
         ),
         "state": exposition(state_families((1.0, True), {"gpu01": (1.0, True)}, drift)),

@@ -18,6 +18,7 @@ from cluster_plan.cli.app import main
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventory" / "lab" / "cluster.yml"
 H100 = ROOT / "inventory" / "examples" / "slurm-h100.yml"
+K8S = ROOT / "inventory" / "examples" / "k8s-inference.yml"
 PROMTOOL = shutil.which("promtool")
 AMTOOL = shutil.which("amtool")
 
@@ -25,7 +26,7 @@ AMTOOL = shutil.which("amtool")
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, Path]:
     out = {}
-    for plan in (LAB, H100):
+    for plan in (LAB, H100, K8S):
         directory = tmp_path_factory.mktemp(plan.stem)
         assert main(["monitoring", "render", str(plan), "-o", str(directory)]) == 0
         out[plan.stem] = directory
@@ -38,7 +39,7 @@ def run(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("plan", ["cluster", "slurm-h100"])
+@pytest.mark.parametrize("plan", ["cluster", "slurm-h100", "k8s-inference"])
 def test_promtool_and_amtool_accept_the_rendered_files(outputs, plan):
     promtool = need(PROMTOOL, "prometheus")
     amtool = need(AMTOOL, "prometheus-alertmanager")

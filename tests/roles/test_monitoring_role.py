@@ -18,6 +18,7 @@ from ansible.template import trust_as_template
 from host_values import systemd_argument
 from role_render import ROLES, host_variables, render, templar, value
 
+from cluster_plan.api import load_expanded
 from cluster_plan.monitoring.render import render as core_render
 from cluster_plan.monitoring.role_view import monitoring_gpus, monitoring_rendering
 from cluster_plan.node_bundle import bundle, write_bundle
@@ -357,3 +358,66 @@ def test_a_reload_never_follows_a_restart_of_the_same_service(service: str):
     reload = handlers[names.index(f"Reload {service}")]
     assert names.index(f"Restart {service}") < names.index(f"Reload {service}")
     assert reload["when"] == f"{restart['register']} is not defined"
+
+
+K8S_PLAN = Path(__file__).resolve().parents[2] / "inventory" / "examples" / "k8s-inference.yml"
+
+
+@pytest.fixture
+def k8s_expanded() -> dict[str, Any]:
+    return load_expanded(str(K8S_PLAN))
+
+
+def test_the_kubernetes_collector_runs_on_the_first_control_plane(k8s_expanded):
+    kubernetes = {
+        "name": "kubernetes",
+        "timeout_s": 120,
+        "args": ["--kubeconfig", "/etc/kubernetes/admin.conf"],
+    }
+    assert _collectors(k8s_expanded, "cp1") == [CLOCK, kubernetes]
+    # one writer, as for Slurm: the other control planes do not report the nodes again
+    assert _collectors(k8s_expanded, "cp2") == [CLOCK]
+    assert [c["name"] for c in _collectors(k8s_expanded, "l40s-01")] == ["clock", "gpu"]
+    args = _exec_start(_unit(k8s_expanded, "cp1", kubernetes))
+    assert args[2:] == [
+        "exporter", "kubernetes", "--textfile-dir", "/var/lib/prometheus/node-exporter",
+        "--kubeconfig", "/etc/kubernetes/admin.conf",
+    ]  # fmt: skip
+    assert "cluster-plan-exporter-kubernetes.timer" in _record(k8s_expanded, "cp1")["services"]
+    rendering = _rendering(k8s_expanded)
+    assert rendering["problems"] == "" and rendering["server"] == "mon01"
+    # the control plane that no longer is the first stops its timer
+    listed = {"stdout_lines": ["cluster-plan-exporter-kubernetes.timer enabled enabled"]}
+    extra = {"monitoring_timers_present": listed}
+    stale = value(ROLE, "monitoring_stale_timers", k8s_expanded, "cp2", _vars(extra))
+    assert stale == ["cluster-plan-exporter-kubernetes.timer"]
+
+
+def test_no_host_of_a_slurm_plan_runs_the_kubernetes_collector(lab_expanded):
+    for host in lab_expanded["hosts"]:
+        assert "kubernetes" not in [c["name"] for c in _collectors(lab_expanded, host)], host
+
+
+def test_the_collectors_zip_runs_the_kubernetes_collector(tmp_path: Path):
+    """The zip alone, with a kubectl on PATH whose API server is not there: apiserver_up 0,
+    success; the kubeconfig gone: exit 1."""
+    target = tmp_path / "exporter.pyz"
+    write_bundle("exporter", target)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").write_text("#!/bin/sh\necho 'connection refused' >&2\nexit 1\n")
+    (bin_dir / "kubectl").chmod(0o755)
+    config = tmp_path / "admin.conf"
+    config.write_text("kind: Config\n")
+    textfiles = tmp_path / "textfile"
+    textfiles.mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    argv = [sys.executable, "-I", str(target), "exporter", "kubernetes",
+            "--textfile-dir", str(textfiles), "--kubeconfig", str(config)]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    text = (textfiles / "cluster_plan_kubernetes.prom").read_text()
+    assert "cluster_plan_kubernetes_apiserver_up 0.0" in text
+    config.unlink()
+    run = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path, env=env)
+    assert run.returncode == 1 and "admin kubeconfig" in run.stderr

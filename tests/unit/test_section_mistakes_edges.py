@@ -212,6 +212,21 @@ def test_the_evaluation_interval_against_the_shortest_wait(every, refused):
     assert bool(monitoring(settings)) is refused  # ceph_osd waits 2 min: 120 s
 
 
+K8S_PLAN = (PLANS.parent.parent / "inventory" / "examples" / "k8s-inference.yml").read_text()
+K8S_MONITORING = "monitoring:\n  receivers:\n"
+
+
+@pytest.mark.parametrize(("minutes", "refused"), [(0.5, False), (0.49, True)])
+def test_the_kubernetes_waits_against_the_evaluation_interval(minutes, refused):
+    settings = f"monitoring:\n  alert_after_minutes: {{k8s_not_ready: {minutes}}}\n  receivers:\n"
+    found = codes(replace_once(K8S_PLAN, (K8S_MONITORING, settings)), "alert-wait-unkept")
+    assert bool(found) is refused  # evaluated every 30 s, the default
+
+
+def test_the_kubernetes_waits_of_a_slurm_plan_render_no_rule_and_say_nothing():
+    assert monitoring("  alert_after_minutes: {k8s_not_ready: 0.1, k8s_apiserver: 0.1}\n") == []
+
+
 @pytest.mark.parametrize(
     ("routes", "shadowing"),
     [

@@ -92,6 +92,9 @@ def _waits(plan: Plan, monitoring: dict[str, Any]) -> dict[str, float]:
     if (plan.get("scheduler") or {}).get("type") != "slurm":
         after.pop("slurm_down", None)
         after.pop("slurm_drained", None)
+    if (plan.get("scheduler") or {}).get("type") != "kubernetes":
+        after.pop("k8s_not_ready", None)
+        after.pop("k8s_apiserver", None)
     return {f"alert_after_minutes.{k}": float(v) * 60 for k, v in after.items()}
 
 
