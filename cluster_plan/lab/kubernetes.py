@@ -11,8 +11,9 @@ log, shares mounts with its containers, runs on cgroup v2 and manages the machin
   kubelet's OOM watcher opens it; the machine's kernel log is not the node's): a device node
   of the null device, so reading it ends at once and writing it goes nowhere, and not a
   link to /dev/null, which services with ProtectKernelLogs= would make /dev/null
-  inaccessible through; and writable stand-ins for the kernel-wide sysctls the kubelet
-  sets, so that it sets them in the node and never on the machine;
+  inaccessible through; writable stand-ins for the kernel-wide sysctls the kubelet
+  sets, so that it sets them in the node and never on the machine; and on GPU nodes a
+  stand-in for NVIDIA's container runtime, the `nvidia` RuntimeClass's handler;
 - a lab plan's Kubernetes (a plan with a `lab` section, which is only ever reached through
   the lab) gets the settings below, applied by cluster_plan.kubernetes.kubeadm and the
   containerd role. A plan without a `lab` section never does
@@ -67,6 +68,20 @@ PREFLIGHT_IGNORED = ("SystemVerification", "Swap")
 CONTAINERD = {"restrict_oom_score_adj": True}
 
 
+# The `nvidia` RuntimeClass's handler: the containerd role names NVIDIA's container runtime
+# on GPU nodes, which NVIDIA's container toolkit installs on a real host. The lab's GPUs are
+# inert device nodes that no toolkit drives, so the lab's GPU nodes get a stand-in at that
+# path that hands every call to runc unchanged (the real one adds NVIDIA's hook, which mounts
+# the driver's libraries: the lab has none). The device plugin gives a container its device
+# nodes through the kubelet either way.
+NVIDIA_RUNTIME = "/usr/bin/nvidia-container-runtime"
+NVIDIA_RUNTIME_STAND_IN = (
+    "#!/bin/sh",
+    "# The lab stand-in for the NVIDIA container runtime (cluster_plan/lab/kubernetes.py)",
+    'exec runc "$@"',
+)
+
+
 def kubelet_settings(base: dict[str, Any]) -> dict[str, Any]:
     """The cluster-wide KubeletConfiguration with the lab's settings in (a new dict)."""
     settings = {**base, **{k: v for k, v in KUBELET.items() if k != "evictionHard"}}
@@ -94,6 +109,12 @@ def boot_lines(spec: dict[str, Any], node_dir: Path) -> list[str]:
         lines += [
             f"cat /proc/sys/{name} > {stand_in}",
             f'mount --bind {stand_in} "$R/proc/sys/{name}"',
+        ]
+    if (spec.get("accelerators") or {}).get("kind") == "gpu":
+        runtime = f'"$R{NVIDIA_RUNTIME}"'
+        lines += [
+            f"printf '%s\\n' {shlex.join(NVIDIA_RUNTIME_STAND_IN)} > {runtime}",
+            f"chmod 755 {runtime}",
         ]
     return lines
 

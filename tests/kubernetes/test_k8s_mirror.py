@@ -364,6 +364,37 @@ def test_a_kubernetes_node_boots_with_what_its_kubelet_needs(tmp_path):
     assert lab.boot_lines({"roles": ["slurm_compute"]}, tmp_path) == []
 
 
+def test_a_gpu_node_boots_with_a_stand_in_of_the_nvidia_runtime_that_runs_runc(tmp_path):
+    gpu = {"roles": ["k8s_worker"], "accelerators": {"kind": "gpu", "count": 2}}
+    lines = lab.boot_lines(gpu, tmp_path / "node")
+    # at the path the containerd role's `nvidia` runtime names
+    defaults = yaml.safe_load((ROOT / "roles/containerd/defaults/main.yml").read_text())
+    assert defaults["containerd_nvidia_runtime_binary"] == lab.NVIDIA_RUNTIME
+    root = tmp_path / "root"
+    (root / "usr/bin").mkdir(parents=True)
+    wanted = [line for line in lines if lab.NVIDIA_RUNTIME in line]
+    subprocess.run(["sh", "-ec", "\n".join(wanted)], env={"R": str(root)}, check=True)
+    stand_in = root / lab.NVIDIA_RUNTIME.lstrip("/")
+    assert stand_in.stat().st_mode & 0o777 == 0o755
+    # every call goes to the runc on PATH, its arguments unchanged
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "runc").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (bin_dir / "runc").chmod(0o755)
+    ran = subprocess.run(
+        [str(stand_in), "--root", "/run/x", "create", "--bundle", "a b", "id"],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout == "--root|/run/x|create|--bundle|a b|id|"
+    # no stand-in where the node has no NVIDIA GPU
+    for spec in ({"roles": ["k8s_worker"]}, {"roles": ["k8s_worker"], "accelerators": {
+            "kind": "accelerator", "count": 4}}):  # fmt: skip
+        assert not [line for line in lab.boot_lines(spec, tmp_path) if "nvidia" in line]
+
+
 def test_the_lab_boots_only_its_kubernetes_nodes_with_them():
     from cluster_plan.lab import node
     from cluster_plan.lab.names import LabNames

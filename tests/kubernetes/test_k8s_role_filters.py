@@ -15,6 +15,10 @@ from k8s_plans import expanded_plan
 from cluster_plan.kubernetes import files, render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/filter"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles"))
+from role_render import render as render_template
+
+from cluster_plan.kubernetes.mirror import KUBERNETES_BINARIES
 from cluster_plan.kubernetes.role_view import kubernetes_calico_manifest, kubernetes_rendering
 
 
@@ -92,3 +96,40 @@ def test_each_plan_gets_its_own_scheduler_stage_only():
     assert slurm["Kubernetes with the plan's scheduling policy"] == 0
     assert kubernetes["Slurm with the plan's scheduling policy"] == 0
     assert kubernetes["Kubernetes with the plan's scheduling policy"] == 4
+
+
+# systemd resolves an ExecStart= program given by name in a fixed search path (systemd.service,
+# "Command lines"); Debian's and Red Hat's systemd (252) search these
+SYSTEMD_EXEC_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def exec_program(program: str, installed: set[str]) -> str | None:
+    """Where systemd finds `program` on a host with the files `installed`."""
+    if program.startswith("/"):
+        return program if program in installed else None
+    found = [f"{d}/{program}" for d in SYSTEMD_EXEC_PATH if f"{d}/{program}" in installed]
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize("mirror", [True, False], ids=["mirror", "packages"])
+@pytest.mark.parametrize("action", ["start", "end"])
+def test_the_reservation_units_run_the_kubectl_the_role_installed(mirror, action):
+    expanded = expanded_plan("lab-k8s")
+    (window,) = kubernetes_rendering(*as_ansible_sees_it("lab-k8s"))["reservations"]
+    unit = render_template(
+        "kubernetes",
+        "reservation.service.j2",
+        expanded,
+        "cp01",
+        {"kubernetes_reservation": window, "kubernetes_reservation_action": action},
+    )
+    (line,) = [x for x in unit.splitlines() if x.startswith("ExecStart=")]
+    argv = line.removeprefix("ExecStart=").lstrip("-").split()
+    # the mirror's binaries, or pkgs.k8s.io's package's
+    installed = {KUBERNETES_BINARIES["kubectl"] if mirror else "/usr/bin/kubectl"}
+    assert exec_program(argv[0], installed), (argv[0], installed)
+    taint = f"{window['taint']['key']}:{window['taint']['effect']}"
+    change = [taint, "--overwrite"] if action == "start" else [f"{taint}-"]
+    assert argv[1:] == [
+        "--kubeconfig", "/etc/kubernetes/admin.conf", "taint", "nodes", "gpu01", *change
+    ]  # fmt: skip

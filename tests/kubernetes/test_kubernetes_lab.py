@@ -13,7 +13,14 @@ What must hold:
 - a pod on a worker in rack r1 reaches a pod on a worker in rack r2 at its pod address, and
   a Service's name resolves through CoreDNS;
 - every image every node has, and every container it runs, came from the mirror with the
-  bundle's digest; a registry a node is asked for (registry.k8s.io, docker.io) is the mirror.
+  bundle's digest; a registry a node is asked for (registry.k8s.io, docker.io) is the mirror;
+- the nodes offer the plan's accelerators (the project's device plugin on the lab's stand-in
+  devices), a pod asking for one GPU runs on gpu01 under RuntimeClass `nvidia` (the lab's
+  stand-in runtime) and sees exactly one, two get different ones, one asking for more than the
+  node has waits with the scheduler's reason;
+- a team's user creates pods in its namespace only, and not over its GPU quota;
+- the maintenance reservation's units, on their timers moved a few seconds ahead, taint its
+  nodes (a pod for them waits) and release them (the pod runs).
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
 from cluster_plan.kubernetes.bundle import Bundle, built_bundle
 from cluster_plan.kubernetes.bundle.command import plan_needs
+from cluster_plan.kubernetes.devices import served_classes
 from cluster_plan.kubernetes.mirror import plan_mirror
+from cluster_plan.kubernetes.nodes import node_capacity
 from cluster_plan.lab import lifecycle
 
 pytestmark = pytest.mark.lab
@@ -428,3 +437,273 @@ def test_a_node_asked_for_a_public_registry_asks_the_mirror(k8s_lab):
         "cp01", f"for i in 1 2 3 4 5 6 7 8 9 10; do {logged} && break; sleep 1; done"
     ).stdout
     assert f"{address} - - " in asked and 'ns=docker.io HTTP/1.1" 404' in asked, asked
+
+
+# --- accelerators: the device plugin under the lab's kubelets ------------------------------
+
+DEVICES_NAMESPACE = "lab-devices"
+NVIDIA_DEVICE = re.compile(r"nvidia[0-9]+")
+
+
+def until(what: str, probe: Any, timeout: float = 120, interval: float = 1) -> Any:
+    """probe() once it is truthy; fails naming `what` and the last value after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value or time.monotonic() > deadline:
+            assert value, f"{what}: not after {timeout:.0f} s"
+            return value
+        time.sleep(interval)
+
+
+def device_pod(name: str, image: str, namespace: str, gpus: int) -> dict[str, Any]:
+    """A pod asking for `gpus` NVIDIA GPUs and nothing else: the routing policy sends it to
+    the class that needs GPUs and gives it RuntimeClass `nvidia`."""
+    spec = pod(name, image, {}, "exec /bin/busybox sleep 3600")
+    spec["metadata"]["namespace"] = namespace
+    spec["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return spec
+
+
+def scheduling(lab: K8sLab, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod's PodScheduled condition once the scheduler has decided it is unschedulable."""
+    got = lab.json(f"--namespace {namespace} get pod {name}")
+    conditions = got["status"].get("conditions") or []
+    condition = next((c for c in conditions if c["type"] == "PodScheduled"), None)
+    if condition and condition["status"] == "False" and condition.get("reason") == "Unschedulable":
+        return {**condition, "phase": got["status"]["phase"]}
+    return None
+
+
+@pytest.fixture(scope="module")
+def gpu_pods(k8s_lab, test_image) -> dict[str, dict[str, Any]]:
+    """Two pods asking for one GPU each and one asking for more than the GPU node has."""
+    started = time.monotonic()
+    documents = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEVICES_NAMESPACE}},
+        device_pod("gpu-a", test_image, DEVICES_NAMESPACE, 1),
+        device_pod("gpu-b", test_image, DEVICES_NAMESPACE, 1),
+        device_pod("gpu-too-many", test_image, DEVICES_NAMESPACE, 3),
+    ]
+    k8s_lab.kubectl("apply -f -", stdin=yaml.safe_dump_all(documents))
+    k8s_lab.kubectl(
+        f"--namespace {DEVICES_NAMESPACE} wait --for=condition=Ready --timeout=300s "
+        "pod/gpu-a pod/gpu-b"
+    )
+    listed = k8s_lab.json(f"--namespace {DEVICES_NAMESPACE} get pods")["items"]
+    print(f"\nGPU pods running: {time.monotonic() - started:.0f} s")
+    return {p["metadata"]["name"]: p for p in listed}
+
+
+def test_the_nodes_offer_the_plans_accelerators(k8s_lab):
+    plan = render(k8s_lab.expanded).plan
+    replicas = {c.resource: c.replicas for c in served_classes(plan)}
+    wanted = {
+        node: {r: str(n * replicas.get(r, 1)) for r, n in node_capacity(plan.host(node)).items()}
+        for node in k8s_lab.nodes
+    }
+    assert wanted["gpu01"] == {"nvidia.com/gpu": "2"}  # the plan has no gpu_sharing
+    assert wanted["infer01"] == {"cluster-plan.io/tpu": "4"}
+
+    def offered() -> dict[str, dict[str, str]] | None:
+        nodes = k8s_lab.json("get nodes")["items"]
+        got = {
+            n["metadata"]["name"]: {
+                r: v
+                for r, v in n["status"]["allocatable"].items()
+                if r.startswith(("nvidia.com/", "cluster-plan.io/"))
+            }
+            for n in nodes
+        }
+        return got if got == wanted else None
+
+    # the plugin registers once its pod runs, which may be after its node turned Ready
+    until(f"allocatable devices {wanted}", offered)
+
+
+def visible_devices(lab: K8sLab, name: str) -> tuple[list[str], str]:
+    """The NVIDIA device nodes in the pod's container and its NVIDIA_VISIBLE_DEVICES."""
+    listed = lab.kubectl(f"--namespace {DEVICES_NAMESPACE} exec {name} -- /bin/busybox ls /dev")
+    env = lab.kubectl(f"--namespace {DEVICES_NAMESPACE} exec {name} -- /bin/busybox env")
+    visible = [v for v in env.splitlines() if v.startswith("NVIDIA_VISIBLE_DEVICES=")]
+    return [d for d in listed.split() if NVIDIA_DEVICE.fullmatch(d)], ",".join(visible)
+
+
+def test_a_pod_asking_for_a_gpu_runs_on_the_gpu_node_and_sees_exactly_one(k8s_lab, gpu_pods):
+    plan = render(k8s_lab.expanded).plan
+    assert plan.gpu_sharing.get("mode", "none") == "none"  # a GPU per pod
+    seen = {}
+    for name in ("gpu-a", "gpu-b"):
+        spec = gpu_pods[name]["spec"]
+        assert spec["nodeName"] == "gpu01", name
+        assert spec["runtimeClassName"] == "nvidia", name  # the routing policy's, as on a cluster
+        devices, env = visible_devices(k8s_lab, name)
+        assert len(devices) == 1, (name, devices)
+        assert env == f"NVIDIA_VISIBLE_DEVICES={devices[0].removeprefix('nvidia')}", (name, env)
+        seen[name] = devices[0]
+    assert seen["gpu-a"] != seen["gpu-b"], seen
+
+
+def test_a_pod_asking_for_more_gpus_than_a_node_has_waits_with_the_schedulers_reason(
+    k8s_lab, gpu_pods
+):
+    condition = until(
+        "gpu-too-many unschedulable",
+        lambda: scheduling(k8s_lab, DEVICES_NAMESPACE, "gpu-too-many"),
+        timeout=60,
+    )
+    assert condition["phase"] == "Pending"
+    assert "Insufficient nvidia.com/gpu" in condition["message"], condition
+
+
+# --- teams: namespaces, RBAC and quotas, by the API server ---------------------------------
+
+
+def as_user(lab: K8sLab, user: str, arguments: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    """kubectl as the team's user (admin.conf's identity may impersonate anyone)."""
+    return lab.sh(
+        "cp01",
+        f"{KUBECTL} --as {user} --as-group system:authenticated {arguments} 2>&1",
+        stdin=stdin,
+        check=False,
+    )
+
+
+def team_members(lab: K8sLab, team: str) -> list[str]:
+    return [u["name"] for u in lab.expanded["teams"][team]["users"]]
+
+
+def test_a_team_member_creates_pods_in_its_teams_namespace_and_no_other(k8s_lab, test_image):
+    (alice,) = team_members(k8s_lab, "vision")
+    assert "serving" in k8s_lab.expanded["teams"] and alice not in team_members(k8s_lab, "serving")
+    mine = pod("alice-own", test_image, {}, "exec /bin/busybox sleep 3600")
+    mine["metadata"]["namespace"] = "vision"
+    created = as_user(k8s_lab, alice, "create -f -", yaml.safe_dump(mine))
+    assert created.returncode == 0, created.stdout
+    assert k8s_lab.json("--namespace vision get pod alice-own")["metadata"]["name"] == "alice-own"
+    theirs = {
+        **mine,
+        "metadata": {**mine["metadata"], "name": "alice-other", "namespace": "serving"},
+    }
+    refused = as_user(k8s_lab, alice, "create -f -", yaml.safe_dump(theirs))
+    assert refused.returncode != 0
+    assert "Forbidden" in refused.stdout and f'User "{alice}" cannot create' in refused.stdout, (
+        refused.stdout
+    )
+
+
+def test_a_pod_over_the_teams_gpu_quota_is_refused_by_the_quota(k8s_lab, test_image):
+    (alice,) = team_members(k8s_lab, "vision")
+    quota = int(k8s_lab.expanded["teams"]["vision"]["limits"]["gpus"])
+    over = device_pod("alice-gpus", test_image, "vision", quota + 1)
+    refused = as_user(k8s_lab, alice, "create -f -", yaml.safe_dump(over))
+    assert refused.returncode != 0
+    assert "exceeded quota: team-devices" in refused.stdout, refused.stdout
+    assert f"limited: requests.nvidia.com/gpu={quota}" in refused.stdout, refused.stdout
+
+
+# --- a reservation's window, on the timers the role installed ------------------------------
+
+RESERVATION = "maintenance"
+RESERVATION_NAMESPACE = "lab-reservation"
+TIMER_DROP_IN = "/run/systemd/system/cluster-plan-reservation-{name}-{action}.timer.d/lab.conf"
+
+
+def fire_timer_soon(lab: K8sLab, action: str, seconds: int) -> None:
+    """Move the role's timer of `action` (start, end) to `seconds` from now, with a drop-in
+    under /run; the service it starts is the role's, unchanged."""
+    timer = f"cluster-plan-reservation-{RESERVATION}-{action}.timer"
+    drop_in = TIMER_DROP_IN.format(name=RESERVATION, action=action)
+    at = lab.sh("cp01", f"date -u -d '+{seconds} seconds' '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+    lab.sh(
+        "cp01",
+        f"mkdir -p {os.path.dirname(drop_in)} && "
+        f"printf '[Timer]\\nOnCalendar=\\nOnCalendar={at} UTC\\nAccuracySec=1s\\n' > {drop_in} && "
+        f"systemctl daemon-reload && systemctl restart {timer}",
+    )
+
+
+def reservation_taints(lab: K8sLab, key: str) -> dict[str, list[dict[str, Any]]]:
+    nodes = lab.json("get nodes")["items"]
+    return {
+        n["metadata"]["name"]: [
+            {k: v for k, v in t.items() if k != "timeAdded"}
+            for t in n["spec"].get("taints") or []
+            if t["key"] == key
+        ]
+        for n in nodes
+    }
+
+
+def tainted_as(lab: K8sLab, key: str, wanted: dict[str, list[Any]]) -> Any:
+    """A probe for `until`: whether the nodes carry the taints of `key` that `wanted` says."""
+    return lambda: reservation_taints(lab, key) == wanted
+
+
+def test_a_reservation_takes_its_nodes_out_for_its_window_and_gives_them_back(k8s_lab, test_image):
+    started = time.monotonic()
+    (window,) = render(k8s_lab.expanded).reservations
+    assert window["name"] == RESERVATION and window["nodes"] == ["gpu01"]
+    taint = window["taint"]
+    untainted: dict[str, list[Any]] = {node: [] for node in k8s_lab.nodes}
+    assert reservation_taints(k8s_lab, taint["key"]) == untainted
+    waiting = pod("in-window", test_image, {"cluster-plan.io/workload-class": "training"},
+                  "exec /bin/busybox sleep 3600")  # fmt: skip
+    waiting["metadata"]["namespace"] = RESERVATION_NAMESPACE
+    try:
+        fire_timer_soon(k8s_lab, "start", 3)
+        during = {n: [taint] if n in window["nodes"] else [] for n in k8s_lab.nodes}
+        until("the window's taint", tainted_as(k8s_lab, taint["key"], during), 60)
+        # a pod for the reserved pool's nodes, not of the reservation, waits out the window
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": RESERVATION_NAMESPACE}}  # fmt: skip
+        k8s_lab.kubectl("apply -f -", stdin=yaml.safe_dump_all([namespace, waiting]))
+        condition = until(
+            "in-window unschedulable",
+            lambda: scheduling(k8s_lab, RESERVATION_NAMESPACE, "in-window"),
+            timeout=60,
+        )
+        assert condition["phase"] == "Pending"
+        # the scheduler (1.36) counts the nodes with untolerated taints without naming the
+        # taints: the reservation's is the only one on its nodes that the pod, routed to their
+        # pool and tolerating the pool's taint, does not tolerate
+        assert "untolerated taint" in condition["message"], condition
+        spec = k8s_lab.json(f"--namespace {RESERVATION_NAMESPACE} get pod in-window")["spec"]
+        assert spec["nodeSelector"] == {"cluster-plan.io/pool": "gpu"}
+        assert not [t for t in spec["tolerations"] if t.get("key") == taint["key"]]
+        fire_timer_soon(k8s_lab, "end", 3)
+        until("the taint lifted", tainted_as(k8s_lab, taint["key"], untainted), 60)
+        k8s_lab.kubectl(
+            f"--namespace {RESERVATION_NAMESPACE} wait --for=condition=Ready --timeout=120s "
+            "pod/in-window"
+        )
+        placed = k8s_lab.json(f"--namespace {RESERVATION_NAMESPACE} get pod in-window")
+        assert placed["spec"]["nodeName"] in window["nodes"]
+        # the role's services did it, started by their timers
+        for action, verb in (("start", "taint"), ("end", "untaint")):
+            unit = f"cluster-plan-reservation-{RESERVATION}-{action}"
+            shown = k8s_lab.sh(
+                "cp01", f"systemctl show {unit}.service -p Result -p ExecMainStatus -p TriggeredBy"
+            ).stdout
+            assert "Result=success" in shown and f"TriggeredBy={unit}.timer" in shown, shown
+            journal = k8s_lab.sh(
+                "cp01", f"journalctl --unit {unit}.service --no-pager --output cat"
+            ).stdout
+            assert f"reservation {RESERVATION}: {verb} its nodes" in journal, journal
+    finally:
+        drop_ins = " ".join(
+            TIMER_DROP_IN.format(name=RESERVATION, action=a) for a in ("start", "end")
+        )
+        units = f"cluster-plan-reservation-{RESERVATION}"
+        k8s_lab.sh(  # and the window closed whatever failed: the role's end lifts the taint
+            "cp01",
+            f"rm -f {drop_ins} && systemctl daemon-reload && "
+            f"systemctl restart {units}-start.timer {units}-end.timer && "
+            f"systemctl start {units}-end.service",
+        )
+        k8s_lab.kubectl(
+            f"--namespace {RESERVATION_NAMESPACE} delete pod in-window --ignore-not-found"
+        )
+    # the timers are the plan's window again
+    test_reservation_timers_are_set_for_the_window(k8s_lab)
+    print(f"\nreservation window in the lab: {time.monotonic() - started:.0f} s")
