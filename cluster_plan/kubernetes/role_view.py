@@ -34,9 +34,16 @@ from cluster_plan.plan.findings import PlanError
 NODE_OBJECTS = "objects/40-nodes.yaml"
 
 
-def kubernetes_rendering(cluster: dict[str, Any], plan_hosts: dict[str, Any]) -> dict[str, Any]:
-    """Everything the role writes, as plain data; `problems` says why there is nothing."""
-    expanded = {**cluster, "hosts": dict(plan_hosts)}
+def kubernetes_rendering(
+    cluster: dict[str, Any], plan_hosts: dict[str, Any], groups: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything the role writes, as plain data; `problems` says why there is nothing.
+    `groups` are the inventory's (the monitoring objects read the plan's role groups)."""
+    expanded = {
+        **cluster,
+        "hosts": dict(plan_hosts),
+        "groups": {k: list(v) for k, v in groups.items() if k not in ("all", "ungrouped")},
+    }
     try:
         rendering = render(expanded)
     except PlanError as exc:

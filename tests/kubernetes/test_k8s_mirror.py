@@ -328,7 +328,7 @@ def relaxations_in(expanded: dict[str, Any]) -> list[str]:
     if kubernetes_runtime(expanded, hosts)["restrict_oom_score_adj"]:
         found.append("restrict_oom_score_adj")
     expanded["hosts"] = hosts
-    rendered = kubernetes_rendering(expanded, hosts)
+    rendered = kubernetes_rendering(expanded, hosts, expanded["groups"])
     if rendered["lab"]:
         found.append("lab")
     return sorted(set(found))

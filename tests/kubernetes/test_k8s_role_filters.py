@@ -22,16 +22,18 @@ from cluster_plan.kubernetes.mirror import KUBERNETES_BINARIES
 from cluster_plan.kubernetes.role_view import kubernetes_calico_manifest, kubernetes_rendering
 
 
-def as_ansible_sees_it(name: str) -> tuple[dict, dict]:
+def as_ansible_sees_it(name: str) -> tuple[dict, dict, dict]:
+    """The plan's cluster, its hosts and its groups as the role's filter gets them: the
+    inventory's groups include `all` and `ungrouped`."""
     expanded = expanded_plan(name)
     hosts = expanded.pop("hosts")
-    expanded.pop("groups")
-    return expanded, hosts
+    groups = {**expanded.pop("groups"), "all": sorted(hosts), "ungrouped": []}
+    return expanded, hosts, groups
 
 
 def test_the_role_renders_what_the_cli_renders():
-    cluster, hosts = as_ansible_sees_it("k8s-inference")
-    data = kubernetes_rendering(cluster, hosts)
+    cluster, hosts, groups = as_ansible_sees_it("k8s-inference")
+    data = kubernetes_rendering(cluster, hosts, groups)
     assert data["problems"] == ""
     assert data["files"] == files(render(expanded_plan("k8s-inference")))
     assert data["first_control_plane"] == "cp1"
@@ -50,10 +52,19 @@ def test_the_role_renders_what_the_cli_renders():
     ]
 
 
+def test_a_plan_whose_monitoring_reads_its_groups_renders_in_the_role():
+    # the lab plan watches its own time reference (an ntp_server group) and the cluster
+    cluster, hosts, groups = as_ansible_sees_it("lab-k8s")
+    assert cluster["cluster"].get("time_reference") and cluster.get("monitoring")
+    data = kubernetes_rendering(cluster, hosts, groups)
+    assert data["problems"] == ""
+    assert data["files"] == files(render(expanded_plan("lab-k8s")))
+
+
 def test_a_plan_that_cannot_be_kubernetes_gives_its_findings_not_an_exception():
-    cluster, hosts = as_ansible_sees_it("lab-k8s")
+    cluster, hosts, groups = as_ansible_sees_it("lab-k8s")
     cluster["scheduler"]["kubernetes"]["version"] = "1.29"
-    data = kubernetes_rendering(cluster, hosts)
+    data = kubernetes_rendering(cluster, hosts, groups)
     assert "error[unsupported-version] $.scheduler.kubernetes.version" in data["problems"]
     assert data["nodes"] == {}
 
