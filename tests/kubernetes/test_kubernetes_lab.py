@@ -20,7 +20,10 @@ What must hold:
   node has waits with the scheduler's reason;
 - a team's user creates pods in its namespace only, and not over its GPU quota;
 - the maintenance reservation's units, on their timers moved a few seconds ahead, taint its
-  nodes (a pod for them waits) and release them (the pod runs).
+  nodes (a pod for them waits) and release them (the pod runs);
+- the plan's monitoring watches the cluster: a kubelet stopped makes its node NotReady, and
+  KubernetesNodeNotReady fires, reaches Alertmanager's receiver, and resolves once the
+  kubelet is back (last: it takes a node away).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import calendar
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -707,3 +711,74 @@ def test_a_reservation_takes_its_nodes_out_for_its_window_and_gives_them_back(k8
     # the timers are the plan's window again
     test_reservation_timers_are_set_for_the_window(k8s_lab)
     print(f"\nreservation window in the lab: {time.monotonic() - started:.0f} s")
+
+
+# --- monitoring: a kubelet stopped is a node NotReady, alerted, then resolved -------------
+
+NOT_READY = "KubernetesNodeNotReady"
+
+
+def monitoring_get(lab: K8sLab, url: str) -> Any:
+    """A JSON answer of the lab's Prometheus or Alertmanager, asked from inside cp01."""
+    script = (
+        "import sys, urllib.request; "
+        "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=20).read().decode())"
+    )
+    return json.loads(lab.sh("cp01", f"python3 -c {shlex.quote(script)} {shlex.quote(url)}").stdout)
+
+
+def not_ready_alerts(lab: K8sLab, node: str) -> list[dict[str, Any]]:
+    """Prometheus's KubernetesNodeNotReady alerts of `node`, pending or firing."""
+    (server,) = lab.expanded["groups"]["monitoring_server"]
+    address = lab.expanded["hosts"][server]["address"]
+    alerts = monitoring_get(lab, f"http://{address}:9090/api/v1/alerts")["data"]["alerts"]
+    return [
+        a for a in alerts
+        if a["labels"].get("alertname") == NOT_READY and a["labels"].get("node") == node
+    ]  # fmt: skip
+
+
+def routed_alerts(lab: K8sLab, node: str) -> list[dict[str, Any]]:
+    """Alertmanager's KubernetesNodeNotReady alerts of `node` (it listens on loopback)."""
+    alerts = monitoring_get(lab, "http://127.0.0.1:9093/api/v2/alerts")
+    return [
+        a for a in alerts
+        if a["labels"].get("alertname") == NOT_READY and a["labels"].get("node") == node
+    ]  # fmt: skip
+
+
+def wait_for(what: Callable[[], Any], done: Callable[[Any], bool], bound: float) -> Any:
+    deadline = time.monotonic() + bound
+    while True:
+        got = what()
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(3)
+
+
+def test_a_stopped_kubelet_fires_node_not_ready_then_resolves(k8s_lab):
+    victim = "cpu01"
+    assert not_ready_alerts(k8s_lab, victim) == []
+    started = time.monotonic()
+    k8s_lab.sh(victim, "systemctl stop kubelet")
+    try:
+        alerts = wait_for(
+            lambda: not_ready_alerts(k8s_lab, victim),
+            lambda found: any(a["state"] == "firing" for a in found),
+            300,
+        )
+        fired_s = time.monotonic() - started
+        assert [a["state"] for a in alerts] == ["firing"], alerts
+        routed = wait_for(lambda: routed_alerts(k8s_lab, victim), bool, 60)
+        assert [r["name"] for a in routed for r in a["receivers"]] == ["ops"], routed
+    finally:
+        k8s_lab.sh(victim, "systemctl start kubelet")
+    back = time.monotonic()
+    left = wait_for(lambda: not_ready_alerts(k8s_lab, victim), lambda found: found == [], 300)
+    assert left == [], left
+    ready = k8s_lab.json(f"get node {victim}")["status"]["conditions"]
+    assert next(c for c in ready if c["type"] == "Ready")["status"] == "True"
+    print(
+        f"\n{NOT_READY} on {victim}: firing {fired_s:.0f} s after its kubelet stopped, "
+        f"resolved {time.monotonic() - back:.0f} s after it started again"
+    )
