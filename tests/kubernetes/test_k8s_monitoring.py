@@ -21,7 +21,7 @@ from k8s_crds import CRDS, crd_problems, crd_schemas, is_custom
 from k8s_plans import PLANS, expanded_plan, rendered
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
-from cluster_plan.kubernetes import files
+from cluster_plan.kubernetes import files, render
 from cluster_plan.kubernetes.monitoring import NAMESPACE, NODE_LABELS, annotation
 from cluster_plan.monitoring import render as monitoring_render
 from cluster_plan.monitoring.targets import RULES_FILE, ceph_targets, node_targets
@@ -52,9 +52,14 @@ def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_a_plan_with_monitoring_is_among_the_kubernetes_plans():
-    assert {"k8s-inference", "lab-as-kubernetes"} <= set(MONITORED)
-    assert rendered("lab-k8s").monitoring == {}  # no monitoring section: no monitoring files
-    assert not any(rel.startswith("monitoring/") for rel in files(rendered("lab-k8s")))
+    assert {"k8s-inference", "lab-as-kubernetes", "lab-k8s"} <= set(MONITORED)
+    # no monitoring section: no monitoring files
+    unwatched = expanded_plan("lab-k8s")
+    unwatched["monitoring"] = None
+    rendering = render(unwatched)
+    assert rendering.monitoring == {}
+    assert not any(rel.startswith("monitoring/") for rel in files(rendering))
+    assert rendered("lab-k8s").monitoring != {}
 
 
 @pytest.mark.parametrize("plan", MONITORED)
