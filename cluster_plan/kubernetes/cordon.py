@@ -49,32 +49,38 @@ class NodeStatus:
         return self.cordoned_by or "cordoned, no owner recorded"
 
 
-def _field(obj: Any, *keys: str) -> Any:
+def field_at(obj: Any, *keys: str) -> Any:
+    """obj[k1][k2]... of kubectl's JSON, None where a key or an object is missing."""
     for key in keys:
         obj = obj.get(key) if isinstance(obj, dict) else None
     return obj
 
 
+def kubectl_json(text: str, what: str) -> Any:
+    """What `kubectl get WHAT -o json` printed, parsed; DrainError when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DrainError(
+            f"kubectl get {what}: not JSON ({exc.msg} at line {exc.lineno}): "
+            f"{text.strip()[:200] or 'no output'}"
+        ) from None
+
+
 def parse_node(text: str, node: str) -> NodeStatus:
     """`kubectl get node NODE -o json` -> the node's status; DrainError when the text is not
     that node as JSON."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DrainError(
-            f"kubectl get node {node}: not JSON ({exc.msg} at line {exc.lineno}): "
-            f"{text.strip()[:200] or 'no output'}"
-        ) from None
-    if _field(obj, "kind") != "Node" or _field(obj, "metadata", "name") != node:
+    obj = kubectl_json(text, f"node {node}")
+    if field_at(obj, "kind") != "Node" or field_at(obj, "metadata", "name") != node:
         raise DrainError(f"kubectl shows no node {node}: {text.strip()[:200]}")
-    unschedulable = _field(obj, "spec", "unschedulable")
-    annotations = _field(obj, "metadata", "annotations") or {}
+    unschedulable = field_at(obj, "spec", "unschedulable")
+    annotations = field_at(obj, "metadata", "annotations") or {}
     if not isinstance(unschedulable, (bool, type(None))) or not isinstance(annotations, dict):
         raise DrainError(
             f"kubectl get node {node}: spec.unschedulable {unschedulable!r}, "
             f"metadata.annotations {str(annotations)[:200]}: not a node's"
         )
-    version = _field(obj, "metadata", "resourceVersion")
+    version = field_at(obj, "metadata", "resourceVersion")
     if not isinstance(version, str) or not version:
         raise DrainError(f"kubectl get node {node}: no metadata.resourceVersion to guard a write")
     return NodeStatus(node, bool(unschedulable), str(annotations.get(ANNOTATION, "")), version)

@@ -33,10 +33,10 @@ host whose kubectl reaches the cluster; the decisions are tested with recorded
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_plan.kubernetes.cordon import field_at, kubectl_json
 from cluster_plan.slurm.drain import DrainError, Run
 
 Answer = tuple[int, str, str]  # what a Run returns: exit status, stdout, stderr
@@ -72,28 +72,16 @@ class Pod:
         return not self.controller and not self.stays and self.phase not in FINISHED
 
 
-def _field(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
 def _items(text: str, what: str) -> list[dict[str, Any]]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DrainError(
-            f"kubectl get {what}: not JSON ({exc.msg} at line {exc.lineno}): "
-            f"{text.strip()[:200] or 'no output'}"
-        ) from None
-    items = _field(obj, "items")
+    obj = kubectl_json(text, what)
+    items = field_at(obj, "items")
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise DrainError(f"kubectl get {what}: not a list of {what}: {text.strip()[:200]}")
     return items
 
 
 def _controller(item: dict[str, Any]) -> str:
-    for owner in _field(item, "metadata", "ownerReferences") or []:
+    for owner in field_at(item, "metadata", "ownerReferences") or []:
         if isinstance(owner, dict) and owner.get("controller") is True:
             return str(owner.get("kind", ""))
     return ""
@@ -104,14 +92,14 @@ def parse_pods(text: str) -> list[Pod]:
     pods = []
     for item in _items(text, "pods"):
         metadata = item.get("metadata") or {}
-        volumes = _field(item, "spec", "volumes") or []
+        volumes = field_at(item, "spec", "volumes") or []
         pods.append(
             Pod(
                 namespace=str(metadata.get("namespace", "")),
                 name=str(metadata.get("name", "")),
                 labels=dict(metadata.get("labels") or {}),
                 controller=_controller(item),
-                phase=str(_field(item, "status", "phase") or ""),
+                phase=str(field_at(item, "status", "phase") or ""),
                 mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
                 emptydir=any(isinstance(v, dict) and "emptyDir" in v for v in volumes),
                 deleting=bool(metadata.get("deletionTimestamp")),
@@ -188,7 +176,7 @@ def parse_budgets(text: str) -> list[Budget]:
             Budget(
                 namespace=str(metadata.get("namespace", "")),
                 name=str(metadata.get("name", "")),
-                selector=_field(item, "spec", "selector"),
+                selector=field_at(item, "spec", "selector"),
                 allowed=_int(status.get("disruptionsAllowed")),
                 counted=_int(status.get("observedGeneration")) >= _int(metadata.get("generation")),
                 desired=_int(status.get("desiredHealthy")),
