@@ -36,7 +36,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ import pytest
 import yaml
 from support.lab_session import session_claim, skip_unless_lab_machine
 from support.node_shell import lab_run
+from support.waiting import wait_until
 
 from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
@@ -747,34 +748,25 @@ def routed_alerts(lab: K8sLab, node: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def wait_for(what: Callable[[], Any], done: Callable[[Any], bool], bound: float) -> Any:
-    deadline = time.monotonic() + bound
-    while True:
-        got = what()
-        if done(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(3)
-
-
 def test_a_stopped_kubelet_fires_node_not_ready_then_resolves(k8s_lab):
     victim = "cpu01"
     assert not_ready_alerts(k8s_lab, victim) == []
     started = time.monotonic()
     k8s_lab.sh(victim, "systemctl stop kubelet")
     try:
-        alerts = wait_for(
+        alerts = wait_until(
             lambda: not_ready_alerts(k8s_lab, victim),
             lambda found: any(a["state"] == "firing" for a in found),
             300,
         )
         fired_s = time.monotonic() - started
         assert [a["state"] for a in alerts] == ["firing"], alerts
-        routed = wait_for(lambda: routed_alerts(k8s_lab, victim), bool, 60)
+        routed = wait_until(lambda: routed_alerts(k8s_lab, victim), bool, 60)
         assert [r["name"] for a in routed for r in a["receivers"]] == ["ops"], routed
     finally:
         k8s_lab.sh(victim, "systemctl start kubelet")
     back = time.monotonic()
-    left = wait_for(lambda: not_ready_alerts(k8s_lab, victim), lambda found: found == [], 300)
+    left = wait_until(lambda: not_ready_alerts(k8s_lab, victim), lambda found: found == [], 300)
     assert left == [], left
     ready = k8s_lab.json(f"get node {victim}")["status"]["conditions"]
     assert next(c for c in ready if c["type"] == "Ready")["status"] == "True"

@@ -17,12 +17,12 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from lab_helpers import BIN, PLAN, cli, on_node
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.waiting import wait_until
 
 from cluster_plan.monitoring.grafana import NODE_VARIABLE, panel_exprs
 from cluster_plan.monitoring.render import render
@@ -244,15 +244,6 @@ def webhook(monitor: Monitor) -> str:
         )
         assert started.returncode == 0, started.stderr
     return SINK_LOG
-
-
-def wait_until(what: Callable[[], Any], done: Callable[[Any], bool], bound: float) -> Any:
-    deadline = time.monotonic() + bound
-    while True:
-        got = what()
-        if done(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(3)
 
 
 def alert_key(alert: dict[str, Any]) -> tuple[str, str]:
