@@ -34,7 +34,14 @@ from typing import Any
 import pytest
 from k8s_plans import cluster_configuration
 from prometheus_client.parser import text_string_to_metric_families
-from support.kube_apiserver import ApiServer, from_bundle, running, server_bundle, unavailable
+from support.kube_apiserver import (
+    ApiServer,
+    RecordingKubectl,
+    from_bundle,
+    running,
+    server_bundle,
+    unavailable,
+)
 
 from cluster_plan.exporters import kubernetes
 from cluster_plan.exporters.textfile import exposition, run_collector
@@ -151,22 +158,6 @@ def server() -> Iterator[ApiServer]:
         yield started
 
 
-class Kubectl:
-    """The collector's runner: the bundle's kubectl in the server's namespace, each call kept.
-    The collector's own --kubeconfig comes after the harness's and wins, as kubectl reads a
-    repeated flag."""
-
-    def __init__(self, server: ApiServer) -> None:
-        self.server = server
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str]) -> tuple[int, str, str]:
-        assert argv[0] == "kubectl", argv
-        self.calls.append(list(argv))
-        result = self.server.kubectl(*argv[1:], timeout_s=30)
-        return result.returncode, result.stdout, result.stderr
-
-
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -183,7 +174,7 @@ def at(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
 
 
 def test_the_collector_reads_nodes_and_the_pods_bound_to_them(server: ApiServer) -> None:
-    run = Kubectl(server)
+    run = RecordingKubectl(server, timeout_s=30)
     got = samples(kubernetes.collect_kubernetes(server.admin_kubeconfig, run))
     assert got[at("apiserver_up")] == 1
     assert 0 < got[at("apiserver_readyz_seconds")] < 30
@@ -206,13 +197,15 @@ def test_the_collector_reads_nodes_and_the_pods_bound_to_them(server: ApiServer)
     # no accelerator series for nodes without accelerators (cpu, memory are not counted)
     assert not [k for k in got if k[0].endswith("allocatable") and dict(k[1])["node"] == "cpu01"]
     assert [c[-1] for c in run.calls] == ["/readyz", "/api/v1/nodes", kubernetes.PODS]
+    # the collector's own --kubeconfig comes after the harness's and wins: kubectl keeps
+    # the last of a repeated flag
     assert {f"--kubeconfig={server.admin_kubeconfig}"} == {c[1] for c in run.calls}
 
 
 def test_the_server_filters_finished_pods_and_the_fixtures_parse_as_its_answers(
     server: ApiServer,
 ) -> None:
-    run = Kubectl(server)
+    run = RecordingKubectl(server, timeout_s=30)
     _, out, _ = run(kubernetes.kubectl(server.admin_kubeconfig, kubernetes.PODS))
     names = sorted(item["metadata"]["name"] for item in json.loads(out)["items"])
     assert names == ["queued", "serve", "train", "web"]  # "finished" left out by the server
@@ -232,7 +225,7 @@ def test_an_api_server_that_does_not_answer_is_a_metric_not_a_failure(
     assert ":6553" in text
     elsewhere = tmp_path / "admin.conf"
     elsewhere.write_text(text)
-    run = Kubectl(server)
+    run = RecordingKubectl(server, timeout_s=30)
     textfiles = tmp_path / "textfile"
     textfiles.mkdir()
     failure = run_collector(
@@ -248,7 +241,7 @@ def test_an_api_server_that_does_not_answer_is_a_metric_not_a_failure(
 def record(server: ApiServer) -> None:
     """Write the offline tests' fixtures from this server's answers (run by hand:
     `python -c 'from test_k8s_collector_apiserver import main; main()'` in tests/kubernetes)."""
-    run = Kubectl(server)
+    run = RecordingKubectl(server, timeout_s=30)
     for name, path in (("k8s-nodes.json", kubernetes.NODES), ("k8s-pods.json", kubernetes.PODS)):
         _, out, _ = run(kubernetes.kubectl(server.admin_kubeconfig, path))
         (FIXTURES / name).write_text(json.dumps(json.loads(out), indent=1, sort_keys=True) + "\n")

@@ -33,7 +33,14 @@ from typing import Any
 
 import pytest
 from k8s_plans import cluster_configuration
-from support.kube_apiserver import ApiServer, from_bundle, running, server_bundle, unavailable
+from support.kube_apiserver import (
+    ApiServer,
+    RecordingKubectl,
+    from_bundle,
+    running,
+    server_bundle,
+    unavailable,
+)
 
 from cluster_plan.kubernetes import cordon
 from cluster_plan.kubernetes.cordon import ANNOTATION, parse_node
@@ -55,24 +62,6 @@ def server() -> Iterator[ApiServer]:
         yield started
 
 
-class Kubectl:
-    """A cordon's `Run`: the bundle's kubectl against the server, every command kept."""
-
-    def __init__(self, server: ApiServer) -> None:
-        self.server = server
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
-        assert argv[0] == "kubectl", argv
-        self.calls.append(argv)
-        result = self.server.kubectl(*argv[1:])
-        return result.returncode, result.stdout, result.stderr
-
-    @property
-    def changes(self) -> list[list[str]]:
-        return [c for c in self.calls if c[1] != "get"]
-
-
 def must(server: ApiServer, *args: str, stdin: str | None = None) -> str:
     result = server.kubectl(*args, stdin=stdin)
     assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
@@ -85,7 +74,7 @@ def shown(server: ApiServer, name: str) -> dict[str, Any]:
     return node
 
 
-def node(server: ApiServer, name: str) -> Kubectl:
+def node(server: ApiServer, name: str) -> RecordingKubectl:
     """A bare Node object of that name, schedulable and without annotations."""
     manifest = {
         "apiVersion": "v1",
@@ -93,7 +82,7 @@ def node(server: ApiServer, name: str) -> Kubectl:
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
     }
     must(server, "create", "-f", "-", stdin=json.dumps(manifest))
-    return Kubectl(server)
+    return RecordingKubectl(server)
 
 
 def held(shown_node: dict[str, Any]) -> tuple[bool, str | None]:
@@ -155,7 +144,7 @@ def test_another_owner_s_cordon_is_not_lifted_by_the_change(server: ApiServer) -
     assert held(shown(server, "gpu03")) == (False, None)
 
 
-class OperatorAfterRead(Kubectl):
+class OperatorAfterRead(RecordingKubectl):
     """A cordon's `Run` in whose first read an operator's command lands: it runs right
     after the node is read, before anything the cordon writes."""
 
@@ -181,7 +170,7 @@ def test_an_operator_s_cordon_made_between_the_read_and_the_write_is_kept(
     assert [c[1] for c in racing.calls] == ["get", "patch", "get"]  # refused, read again
     assert (cordoned.action, cordoned.held_by) == ("none", "cordoned, no owner recorded")
     assert held(shown(server, "gpu05")) == (True, None)
-    uncordoned = cordon.uncordon(Kubectl(server), "gpu05", "change")
+    uncordoned = cordon.uncordon(RecordingKubectl(server), "gpu05", "change")
     assert (uncordoned.action, uncordoned.held_by) == ("none", "cordoned, no owner recorded")
     assert held(shown(server, "gpu05")) == (True, None)
 

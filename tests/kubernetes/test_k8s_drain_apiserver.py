@@ -42,7 +42,14 @@ from typing import Any
 
 import pytest
 from k8s_plans import cluster_configuration
-from support.kube_apiserver import ApiServer, from_bundle, running, server_bundle, unavailable
+from support.kube_apiserver import (
+    ApiServer,
+    RecordingKubectl,
+    from_bundle,
+    running,
+    server_bundle,
+    unavailable,
+)
 
 from cluster_plan.kubernetes import cordon, drain
 from cluster_plan.kubernetes.cordon import ANNOTATION
@@ -63,20 +70,6 @@ def server() -> Iterator[ApiServer]:
     with running(from_bundle(BUNDLE, cluster_configuration("lab-k8s"))) as started:
         print(f"\nAPI server ready in {started.timings['ready_s']:.1f} s")
         yield started
-
-
-class Kubectl:
-    """A drain's `Run`: the bundle's kubectl against the server, every command kept."""
-
-    def __init__(self, server: ApiServer) -> None:
-        self.server = server
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
-        assert argv[0] == "kubectl", argv
-        self.calls.append(argv)
-        result = self.server.kubectl(*argv[1:])
-        return result.returncode, result.stdout, result.stderr
 
 
 def must(server: ApiServer, *args: str, stdin: str | None = None) -> str:
@@ -227,7 +220,7 @@ def test_pods_no_budget_holds_are_evicted_and_a_daemonset_s_and_a_mirror_pod_sta
     pod(server, "k8s-free", "free-a", "train-5xk8d", controller(server, "Job", "free-a", "train"),
         emptydir=True)  # fmt: skip
     pod(server, "k8s-free", "free-a", "smoke-test", phase="Succeeded")
-    kubectl = Kubectl(server)
+    kubectl = RecordingKubectl(server)
     assert cordon.cordon(kubectl, "k8s-free", "change", "upgrade").action == "cordon"
     with Kubelet(server, "k8s-free").running() as kubelet:
         started = time.monotonic()
@@ -256,7 +249,7 @@ def test_budgets_that_allow_no_disruption_stop_the_drain_in_time_and_delete_noth
     pod(server, "k8s-held", "held-a", "free-0", controller(server, "StatefulSet", "held-a", "free"))
     budget(server, "held-a", "web", counted=True)
     budget(server, "held-a", "api", counted=False)
-    kubectl = Kubectl(server)
+    kubectl = RecordingKubectl(server)
     cordon.cordon(kubectl, "k8s-held", "change", "upgrade")
     with Kubelet(server, "k8s-held").running() as kubelet:
         started = time.monotonic()
@@ -291,7 +284,7 @@ def test_a_bare_pod_stops_the_drain_and_force_deletes_it_and_the_held_pods(
         controller(server, "ReplicaSet", "force-a", "web"), app="web")  # fmt: skip
     pod(server, "k8s-force", "force-a", "notebook")
     budget(server, "force-a", "web", counted=True)
-    kubectl = Kubectl(server)
+    kubectl = RecordingKubectl(server)
     cordon.cordon(kubectl, "k8s-force", "change", "removal")
     with pytest.raises(DrainError, match=r"pod\(s\) force-a/notebook declare no controller"):
         drain.drain(kubectl, "k8s-force", 60)
@@ -318,7 +311,7 @@ def test_an_operator_s_cordon_is_kept_while_the_pods_are_moved(server: ApiServer
     namespace(server, "op-a")
     pod(server, "k8s-op", "op-a", "web-q4m2z", controller(server, "ReplicaSet", "op-a", "web"))
     must(server, "cordon", "k8s-op")
-    kubectl = Kubectl(server)
+    kubectl = RecordingKubectl(server)
     cordoned = cordon.cordon(kubectl, "k8s-op", "change", "upgrade")
     assert (cordoned.action, cordoned.held_by) == ("none", "cordoned, no owner recorded")
     with Kubelet(server, "k8s-op").running():

@@ -632,6 +632,27 @@ class ApiServer:
         )
 
 
+class RecordingKubectl:
+    """A `Run` for the code under test (argv -> exit status, stdout, stderr): the bundle's
+    kubectl as the admin, against the server, every argv kept in `calls`."""
+
+    def __init__(self, server: ApiServer, timeout_s: float = 120) -> None:
+        self.server = server
+        self.timeout_s = timeout_s
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str, str]:
+        assert argv[0] == "kubectl", argv
+        self.calls.append(list(argv))
+        result = self.server.kubectl(*argv[1:], timeout_s=self.timeout_s)
+        return result.returncode, result.stdout, result.stderr
+
+    @property
+    def changes(self) -> list[list[str]]:
+        """The calls other than reads (`kubectl get`)."""
+        return [c for c in self.calls if c[1] != "get"]
+
+
 @contextmanager
 def running(server: ApiServer) -> Iterator[ApiServer]:
     """The server started, and stopped whatever happens."""
