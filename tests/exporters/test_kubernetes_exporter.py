@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from support.kubernetes_samples import at, samples
 
 from cluster_plan.exporters import kubernetes
 from cluster_plan.exporters.kubernetes import (
@@ -32,14 +32,13 @@ from cluster_plan.exporters.kubernetes import (
     parse_nodes,
     pod_requests,
 )
-from cluster_plan.exporters.textfile import CollectorError, exposition, run_collector
+from cluster_plan.exporters.textfile import CollectorError, run_collector
 from cluster_plan.kubernetes import names
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 NODES_JSON = (FIXTURES / "k8s-nodes.json").read_text()
 PODS_JSON = (FIXTURES / "k8s-pods.json").read_text()
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 class Api:
@@ -68,18 +67,6 @@ def kubeconfig(tmp_path: Path) -> Path:
     path = tmp_path / "admin.conf"
     path.write_text("apiVersion: v1\nkind: Config\n")
     return path
-
-
-def samples(families: list[Any]) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for f in text_string_to_metric_families(exposition(families))
-        for s in f.samples
-    }
-
-
-def at(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
-    return (f"cluster_plan_kubernetes_{name}", frozenset(labels.items()))
 
 
 def test_the_recorded_cluster_becomes_every_family(kubeconfig: Path) -> None:

@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 from k8s_plans import cluster_configuration
-from prometheus_client.parser import text_string_to_metric_families
 from support.kube_apiserver import (
     ApiServer,
     RecordingKubectl,
@@ -42,9 +41,10 @@ from support.kube_apiserver import (
     server_bundle,
     unavailable,
 )
+from support.kubernetes_samples import at, samples
 
 from cluster_plan.exporters import kubernetes
-from cluster_plan.exporters.textfile import exposition, run_collector
+from cluster_plan.exporters.textfile import run_collector
 
 BUNDLE = server_bundle()
 WHY_NOT = unavailable(BUNDLE)
@@ -156,21 +156,6 @@ def server() -> Iterator[ApiServer]:
     with running(from_bundle(BUNDLE, cluster_configuration("lab-k8s"))) as started:
         objects(started)
         yield started
-
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def samples(families: list[Any]) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for f in text_string_to_metric_families(exposition(families))
-        for s in f.samples
-    }
-
-
-def at(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
-    return (f"cluster_plan_kubernetes_{name}", frozenset(labels.items()))
 
 
 def test_the_collector_reads_nodes_and_the_pods_bound_to_them(server: ApiServer) -> None:
