@@ -12,14 +12,13 @@ series, as the Slurm collector's alerts do."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from monitoring_tools import need
-from test_monitoring_rules import Cases, Facts, briefly, rules_of, runbook_of
+from test_monitoring_rules import Cases, Facts, briefly, promtool_test, rules_of, runbook_of
 
 from cluster_plan.api import load_expanded
 from cluster_plan.monitoring.render import render, write
@@ -183,21 +182,7 @@ def test_every_kubernetes_rule_fires_and_stays_quiet_under_promtool(rendered: Pa
     kubernetes_cases(cases)
     assert names == cases.fired - {"CollectorFailing"}, names ^ cases.fired
     assert names == cases.quiet - {"CollectorFailing"}, names ^ cases.quiet
-    test_file = rendered / "kubernetes.test.yml"
-    test_file.write_text(
-        yaml.safe_dump(
-            {
-                "rule_files": ["rules/cluster-plan.rules.yml"],
-                "evaluation_interval": "1m",
-                "tests": cases.groups(),
-            },
-            sort_keys=False,
-        )
-    )
-    done = subprocess.run(
-        [promtool, "test", "rules", test_file.name],
-        cwd=rendered, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = promtool_test(promtool, rendered / "kubernetes.test.yml", cases.groups(), "1m")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
 

@@ -594,6 +594,21 @@ def rules_of(directory: Path) -> list[dict[str, Any]]:
     return [rule for group in document["groups"] for rule in group["rules"]]
 
 
+def promtool_test(
+    promtool: str, test_file: Path, tests: list[dict[str, Any]], interval: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` of these test groups against the rendered rule file, the test
+    file written beside the rendering's `rules/` (and `evaluation_interval` when given)."""
+    document: dict[str, Any] = {"rule_files": ["rules/cluster-plan.rules.yml"]}
+    if interval is not None:
+        document["evaluation_interval"] = interval
+    test_file.write_text(yaml.safe_dump({**document, "tests": tests}, sort_keys=False))
+    return subprocess.run(
+        [promtool, "test", "rules", test_file.name],
+        cwd=test_file.parent, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
 def test_every_rule_fires_and_stays_quiet_under_promtool(rendered):
     promtool = need(PROMTOOL, "prometheus")
     facts, directory = rendered
@@ -603,25 +618,7 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(rendered):
     names = set(runbooks)
     assert names == cases.fired, f"rules without a firing case: {names - cases.fired}"
     assert names == cases.quiet, f"rules without a quiet case: {names - cases.quiet}"
-    test_file = directory / "rules.test.yml"
-    test_file.write_text(
-        yaml.safe_dump(
-            {
-                "rule_files": ["rules/cluster-plan.rules.yml"],
-                "evaluation_interval": "1m",
-                "tests": cases.groups(),
-            },
-            sort_keys=False,
-        )
-    )
-    done = subprocess.run(
-        [promtool, "test", "rules", test_file.name],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = promtool_test(promtool, directory / "rules.test.yml", cases.groups(), "1m")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
 
@@ -662,16 +659,7 @@ def test_the_clock_rule_judges_what_each_host_promises(rendered):
                 {"eval_time": "15m", "alertname": "ClockUnsynchronised", "exp_alerts": expected}
             ],
         })  # fmt: skip
-    test_file = directory / "clock.test.yml"
-    test_file.write_text(
-        yaml.safe_dump(
-            {"rule_files": ["rules/cluster-plan.rules.yml"], "tests": groups}, sort_keys=False
-        )
-    )
-    done = subprocess.run(
-        [promtool, "test", "rules", test_file.name],
-        cwd=directory, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = promtool_test(promtool, directory / "clock.test.yml", groups)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
