@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.playbooks import local_play
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,21 +86,10 @@ def run_apply(
     ]
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps(play))
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_KUBECTL_STATE": str(state_file),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_STRATEGY": "linear",
-    }
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c",
-            "local", "-e", f"ansible_python_interpreter={sys.executable}", str(playbook),
-            *(["--check"] if check else [])]  # fmt: skip
-    done = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    done = local_play(
+        playbook,
+        {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_KUBECTL_STATE": str(state_file)},
+        check=check,
     )
     return done, json.loads(state_file.read_text())
 

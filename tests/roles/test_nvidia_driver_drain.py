@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.playbooks import local_play
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "day2"))
@@ -141,20 +141,7 @@ def play(tmp_path: Path, scheduler: dict, environ: dict, tasks: tuple, check: bo
     ]
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps(plays))
-    env = {
-        **os.environ,
-        **environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_STRATEGY": "linear",
-    }
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c",
-            "local", "-e", f"ansible_python_interpreter={sys.executable}", str(playbook),
-            *(["--check"] if check else [])]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
+    done = local_play(playbook, environ, check=check)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     return out

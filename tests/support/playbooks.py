@@ -116,3 +116,26 @@ def changed_lines(output: str) -> list[str]:
             task = next((lines[j] for j in range(i, -1, -1) if lines[j].startswith("TASK [")), "")
             shown.append(f"{task} {line}")
     return shown
+
+
+def local_play(
+    play_file: Path, env: dict[str, str], *, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """A play on this machine (`-c local`, this Python) under the repository's ansible.cfg,
+    with Ansible's linear strategy (the roles' apt tasks re-run themselves, which Mitogen
+    cannot: docs/scale.md) and no fact cache; `env` on top of this process's environment."""
+    environment = {
+        **os.environ,
+        **env,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_CACHE_PLUGIN": "memory",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_STRATEGY": "linear",
+    }
+    argv = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(play_file),
+            *(["--check"] if check else [])]  # fmt: skip
+    return subprocess.run(
+        argv, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False
+    )
