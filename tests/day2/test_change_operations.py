@@ -799,3 +799,21 @@ def test_the_health_check_reads_states_as_the_collector_does(plans, monkeypatch)
     ctx.check_timeout_s = 1
     with pytest.raises(runner.StepFailed, match=r"cpu01 back in Slurm: still in state 'idle\*'"):
         runner.check(ctx, Step("check", ("cpu01",), ""))
+
+
+def test_a_kubernetes_worker_s_check_waits_for_its_kubelet_within_the_bound(plans, monkeypatch):
+    monkeypatch.setattr(runner, "POLL_S", 0.0)
+    ready = "-o jsonpath="
+    executor = FakeExecutor({ready: [(0, "False"), (0, "False"), (0, "True")],
+                             "get node": [(0, k8s_node("gpu01", cordoned=False))],
+                             "nvidia-smi": [(0, "H100\nH100\n")]})  # fmt: skip
+    ctx = context(plans, executor, "k8s", "k8s")
+    runner.check(ctx, Step("check", ("gpu01",), ""))
+    assert len([c for _, c in executor.calls if ready in c]) == 3
+    assert "gpu01: healthy" in ctx.log.getvalue()
+    executor.answers[ready] = [(0, "False")]
+    ctx.check_timeout_s = 0
+    with pytest.raises(
+        runner.StepFailed, match=r"gpu01: its kubelet: still not Ready \('False'\) after 0 s"
+    ):
+        runner.check(ctx, Step("check", ("gpu01",), ""))

@@ -45,11 +45,12 @@ def _check_host(ctx: StepContext, host: str) -> None:
     if "slurm_compute" in spec["roles"] and ctx.scheduler == "slurm":
         slurm_check(ctx, host)
     elif "k8s_worker" in spec["roles"]:
-        ready = ctx.must(
-            ctx.controller(),
-            kubectl(f"get node {host} -o jsonpath={READY_PATH}"),
-        )
-        if ready.strip() != "True":
-            raise StepFailed(f"{host}: kubelet not Ready ({ready.strip()!r})")
+        # a kubelet that joined a moment ago turns Ready once its network is: wait, as for
+        # a Slurm node coming back
+        def not_ready() -> str | None:
+            ready = ctx.must(ctx.controller(), kubectl(f"get node {host} -o jsonpath={READY_PATH}"))
+            return None if ready.strip() == "True" else f"not Ready ({ready.strip()!r})"
+
+        ctx.wait(f"{host}: its kubelet", ctx.check_timeout_s, not_ready)
     if "ceph_osd" in spec["roles"]:
         wait_ceph_healthy(ctx)
