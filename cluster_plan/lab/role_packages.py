@@ -189,11 +189,15 @@ def _nfs(p: _Plan, host: str) -> Chosen:
 
 
 def _software(p: _Plan, host: str) -> Chosen:
-    environments = p.expanded["hosts"][host].get("software")
+    scheduler = p.expanded.get("scheduler")
+    environments = software.software_host_builds(p.expanded["hosts"][host], scheduler)
     yield "software_debian_packages", software.software_packages(environments)
     if software.software_modules(environments, str(p.role_vars["software_modulefiles_dir"])):
         yield "software_lmod_packages", p.listed("software_lmod_packages")
-    play = {name: {"plan_host": spec} for name, spec in p.expanded["hosts"].items()}
+    play = {
+        name: {"plan_host": spec, "cluster_plan": {"scheduler": scheduler}}
+        for name, spec in p.expanded["hosts"].items()
+    }
     if software.software_pip_installs(play, host):
         yield "software_venv_packages", p.listed("software_venv_packages")
 

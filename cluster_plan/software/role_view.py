@@ -8,6 +8,23 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def software_in_image(scheduler: Mapping[str, Any] | None) -> bool:
+    """On a Kubernetes plan the software section says what the training image carries: the
+    pods run that image, never the hosts' builds, so the hosts get none of them."""
+    return isinstance(scheduler, Mapping) and scheduler.get("type") == "kubernetes"
+
+
+def software_host_builds(
+    plan_host: Mapping[str, Any] | None, scheduler: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """The builds the role installs on a host of the plan: the host's (plan_host.software),
+    none on a plan whose pods run them from an image (software_in_image)."""
+    if software_in_image(scheduler):
+        return {}
+    builds = (plan_host or {}).get("software")
+    return builds if isinstance(builds, Mapping) else {}
+
+
 def _builds(environments: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
     return sorted((environments or {}).items())
 
@@ -66,10 +83,11 @@ def software_modules(
 
 def _host_environments(variables: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A host's builds as the role sees them: its software_environments where set (host vars,
-    -e), else the plan's (plan_host.software, the role's default)."""
+    -e), else the plan's (software_host_builds, the role's default)."""
     chosen = variables.get("software_environments")
     if chosen is None:
-        chosen = (variables.get("plan_host") or {}).get("software")
+        scheduler = (variables.get("cluster_plan") or {}).get("scheduler")
+        chosen = software_host_builds(variables.get("plan_host"), scheduler)
     return chosen if isinstance(chosen, Mapping) else None
 
 

@@ -13,6 +13,8 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
+            "software_in_image": role_view.software_in_image,
+            "software_host_builds": role_view.software_host_builds,
             "software_packages": role_view.software_packages,
             "software_pip_builds": role_view.software_pip_builds,
             "software_modules": role_view.software_modules,

@@ -29,11 +29,19 @@ from test_k8s_objects import api_problems
 from cluster_plan.kubernetes import files, render
 from cluster_plan.kubernetes.bundle.artifacts import training_image
 from cluster_plan.kubernetes.bundle.project import TRAINING_PROGRAM, TrainingBuild
-from cluster_plan.kubernetes.training import DDP_CHECK
+from cluster_plan.kubernetes.cluster import kubernetes_plan as kubernetes_view
+from cluster_plan.kubernetes.training import DDP_CHECK, bundle_training
 from cluster_plan.kubernetes.versions import SUPPORTED
+from cluster_plan.lab.role_packages import host_packages, load_role_vars
 from cluster_plan.plan.allocate import allocate_addresses
 from cluster_plan.plan.expand import expand
 from cluster_plan.plan.validate import validate_text
+from cluster_plan.software.role_view import (
+    software_host_builds,
+    software_modules,
+    software_packages,
+    software_pip_installs,
+)
 
 BASE = (Path(__file__).resolve().parents[1] / "plans" / "base.yml").read_text()
 CLASS_LABEL = "cluster-plan.io/workload-class"
@@ -168,6 +176,26 @@ def test_a_debian_build_without_an_image_runs_the_bundles_image_and_program():
     volumes = found["Job"]["spec"]["template"]["spec"]["volumes"]
     assert [v["name"] for v in volumes] == ["shm"]
     assert "TRAINING_BACKEND" not in {e["name"] for e in job["env"]}
+
+
+def test_the_image_carries_the_build_and_the_hosts_get_none_of_it():
+    """The section decides the job's image (bundle_training reads each training node's build);
+    the software role and the node images (role_packages) give the hosts none of it."""
+    expanded = lab_plan_as_kubernetes(lambda p: p["scheduler"]["kubernetes"].pop("training_image"))
+    assert bundle_training(kubernetes_view(expanded)) is not None
+    role_vars = load_role_vars()
+    images = host_packages(expanded, role_vars)
+    for host in training_workers(expanded):
+        assert "python3-torch" in expanded["hosts"][host]["software"]["pytorch"]["packages"]
+        builds = software_host_builds(expanded["hosts"][host], expanded["scheduler"])
+        assert software_packages(builds) == software_modules(builds, "/m") == []
+        play = {h: {"plan_host": s, "cluster_plan": expanded} for h, s in expanded["hosts"].items()}
+        assert software_pip_installs(play, host) == []
+        software = {"python3-torch", "libopenmpi-dev", "lmod", "python3-venv"}
+        assert not software & images[host].names, host
+    # the same plan on Slurm: the training nodes get the build
+    slurm = {**expanded, "scheduler": {**expanded["scheduler"], "type": "slurm"}}
+    assert "python3-torch" in host_packages(slurm, role_vars)[training_workers(expanded)[0]].plain
 
 
 @pytest.mark.parametrize(

@@ -181,6 +181,12 @@ def test_the_roles_choices_follow_the_plan(
     plan = copy.deepcopy(expanded)
     plan["scheduler"]["slurm"]["accounting"] = False
     assert "mariadb-server" not in host_packages(plan, role_vars)["head01"].names
+    # on Kubernetes the pods run the training image: no host gets the software section's builds
+    plan = copy.deepcopy(expanded)
+    plan["scheduler"]["type"] = "kubernetes"
+    gpu = host_packages(plan, role_vars)["gpu01"]
+    assert not {"python3-torch", "openmpi-bin", "lmod"} & gpu.names
+    assert "chrony" in gpu.names  # the other roles' packages stay
 
 
 def test_a_list_that_is_not_package_names_is_refused(

@@ -79,6 +79,8 @@ ADAPTERS: list[tuple[ModuleType, dict[str, ModuleType]]] = [
         software_plan,
         dict.fromkeys(
             [
+                "software_in_image",
+                "software_host_builds",
                 "software_packages",
                 "software_pip_builds",
                 "software_modules",

@@ -1,5 +1,5 @@
 """What the software role installs on a host, from its builds (cluster_plan.software.role_view):
-the lab plan's training nodes and a plan with a pip build."""
+the lab plan's training nodes, a plan with a pip build, and the hosts of a Kubernetes plan."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from cluster_plan.api import load_expanded
 from cluster_plan.software.role_view import (
+    software_host_builds,
+    software_in_image,
     software_modules,
     software_packages,
     software_pip_builds,
@@ -107,3 +109,47 @@ def test_each_shared_prefix_is_installed_once_by_the_first_host_that_gets_it() -
     other = {**build, "prefix": "/shared/sw/torch-2"}
     play["gpu02"]["software_environments"] = {"pytorch": other}
     assert [i["prefix"] for i in software_pip_installs(play, "gpu02")] == ["/shared/sw/torch-2"]
+
+
+KUBERNETES = {"type": "kubernetes", "kubernetes": {"version": "1.36"}}
+
+
+def test_a_kubernetes_plan_s_hosts_get_none_of_their_builds(lab_hosts: dict[str, Any]) -> None:
+    """The pods run the training image, which the section describes: the role's view of a
+    training node with Debian's torch is empty, while the plan keeps the build."""
+    gpu01 = lab_hosts["gpu01"]
+    assert "python3-torch" in gpu01["software"]["pytorch"]["packages"]
+    builds = software_host_builds(gpu01, KUBERNETES)
+    assert builds == {}
+    assert software_packages(builds) == []
+    assert software_modules(builds, "/m") == []
+    assert software_pip_builds(builds) == []
+    assert software_in_image(KUBERNETES)
+
+
+@pytest.mark.parametrize("scheduler", [{"type": "slurm"}, None])
+def test_a_slurm_plan_s_hosts_get_their_builds(
+    lab_hosts: dict[str, Any], scheduler: dict[str, Any] | None
+) -> None:
+    assert software_host_builds(lab_hosts["gpu01"], scheduler) == lab_hosts["gpu01"]["software"]
+    assert software_host_builds(lab_hosts["head01"], scheduler) == {}
+    assert not software_in_image(scheduler)
+
+
+def test_no_host_of_a_kubernetes_plan_installs_a_pip_build() -> None:
+    build = {
+        "version": "2.5.1+cu121",
+        "source": "pip",
+        "packages": ["torch"],
+        "prefix": "/shared/sw/torch",
+        "index_url": None,
+    }
+    host = {"plan_host": {"software": {"pytorch": build}}}
+    assert [i["prefix"] for i in software_pip_installs({"gpu01": host}, "gpu01")] == [
+        "/shared/sw/torch"
+    ]
+    on_kubernetes = {**host, "cluster_plan": {"scheduler": KUBERNETES}}
+    assert software_pip_installs({"gpu01": on_kubernetes}, "gpu01") == []
+    # host vars (or -e) still outrank the plan, as for the role's own variable
+    chosen = {**on_kubernetes, "software_environments": {"pytorch": build}}
+    assert len(software_pip_installs({"gpu01": chosen}, "gpu01")) == 1
