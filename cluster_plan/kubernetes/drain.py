@@ -311,6 +311,12 @@ def _moved(
     )
 
 
+def to_move(run: Run, node: str) -> list[str]:
+    """The pods a drain of the node would move, read and left where they are (what check
+    mode reports)."""
+    return [p.ref for p in parse_pods(_must(run, pods_argv(node))) if not p.stays]
+
+
 def drain(run: Run, node: str, timeout_s: float, force: bool = False) -> Drained:
     """Move the pods off the cordoned node within `timeout_s`: evicted, or with force
     deleted. DrainError naming the pods (and what holds each) when they stay."""

@@ -11,11 +11,10 @@ kubelet to end it). What the real server does is tests/kubernetes/test_k8s_drain
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support.drain_records import AFTER, BUDGETS, PODS, recorded, without
 
 from cluster_plan.kubernetes import drain
 from cluster_plan.kubernetes.drain import (
@@ -27,25 +26,6 @@ from cluster_plan.kubernetes.drain import (
     parse_pods,
     selects,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures" / "drain"
-PODS = (FIXTURES / "pods-gpu01.json").read_text()
-AFTER = (FIXTURES / "pods-gpu01-after.json").read_text()
-BUDGETS = (FIXTURES / "pdbs.json").read_text()
-
-
-def recorded(name: str) -> tuple[int, str, str]:
-    """A kubectl run recorded as `rc N`, `--- stdout`, its lines, `--- stderr`, its lines."""
-    head, rest = (FIXTURES / name).read_text().split("\n", 1)
-    out, err = rest.removeprefix("--- stdout\n").split("--- stderr\n")
-    return int(head.removeprefix("rc ")), out, err
-
-
-def without(text: str, *names: str) -> str:
-    """A pod list with these pods gone."""
-    listed = json.loads(text)
-    listed["items"] = [i for i in listed["items"] if i["metadata"]["name"] not in names]
-    return json.dumps(listed)
 
 
 class Kubectl:

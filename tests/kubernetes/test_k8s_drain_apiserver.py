@@ -26,6 +26,9 @@ sees them:
 - A bare pod stops the drain before anything is evicted; with force the bare pod and the
   held pods are deleted (not evicted), and the drain says which a budget covered.
 - An operator's cordon: kept by the change's cordon, the pods moved, kept by its uncordon.
+- The nvidia_driver role's drain (cluster_plan.cluster.k8s_cordon, state drained) run as a
+  play with the bundle's kubectl: a budget that allows no disruption fails the task within
+  its bound naming the pod and the budget, the node cordoned with the role's record.
 
 Runs wherever the 1.36 bundle is built and the tests run as root; skipped with the reason
 otherwise.
@@ -34,10 +37,12 @@ otherwise.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +55,7 @@ from support.kube_apiserver import (
     server_bundle,
     unavailable,
 )
+from support.playbooks import local_play
 
 from cluster_plan.kubernetes import cordon, drain
 from cluster_plan.kubernetes.cordon import ANNOTATION
@@ -319,3 +325,45 @@ def test_an_operator_s_cordon_is_kept_while_the_pods_are_moved(server: ApiServer
     assert held(server, "k8s-op") == (True, None)  # kubectl drain leaves the cordon as it is
     assert cordon.uncordon(kubectl, "k8s-op", "change").action == "none"
     assert held(server, "k8s-op") == (True, None)
+
+
+def test_the_driver_rollout_s_drain_stops_in_time_naming_the_pod_and_its_budget(
+    server: ApiServer, tmp_path: Path
+) -> None:
+    node(server, "k8s-role")
+    namespace(server, "role-a")
+    pod(server, "k8s-role", "role-a", "web-q4m2z",
+        controller(server, "ReplicaSet", "role-a", "web"), app="web")  # fmt: skip
+    pod(server, "k8s-role", "role-a", "free-0", controller(server, "StatefulSet", "role-a", "free"))
+    budget(server, "role-a", "web", counted=True)
+    (tmp_path / "bin").mkdir()
+    server.kubectl_program(tmp_path / "bin" / "kubectl")
+    play = [{"hosts": "localhost", "gather_facts": False,
+             "vars": {"nvidia_driver_scheduler": "kubernetes",
+                      "nvidia_driver_kubernetes_control_plane": "localhost",
+                      "nvidia_driver_kubeconfig": str(server.admin_kubeconfig),
+                      "nvidia_driver_node_name": "k8s-role",
+                      "nvidia_driver_selected": {"branch": 570},
+                      "nvidia_driver_drain_timeout": TIMEOUT_S},
+             "tasks": [{"ansible.builtin.include_role": {"name": "nvidia_driver",
+                                                         "tasks_from": "drain"}}]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    with Kubelet(server, "k8s-role").running() as kubelet:
+        started = time.monotonic()
+        done = local_play(
+            tmp_path / "play.yml", {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+        )
+        took = time.monotonic() - started
+    out = done.stdout + done.stderr
+    print(f"\nthe role's drain held by a budget, bound {TIMEOUT_S} s: failed after {took:.1f} s")
+    assert done.returncode != 0, out
+    # the drain's bound, kubectl's 5 s between refused evictions, the reads, and the play
+    assert took < TIMEOUT_S + RETRY_S + 30, out
+    assert (
+        f"drain of k8s-role: after {TIMEOUT_S} s, pod(s) still on it: role-a/web-q4m2z held "
+        "by PodDisruptionBudget role-a/web (0 disruption(s) allowed; 1 pod(s) healthy, "
+        "1 needed); k8s-role stays cordoned" in out
+    )
+    assert sorted(on_node(server, "k8s-role")) == ["role-a/web-q4m2z"]
+    assert kubelet.ended == ["role-a/free-0"]  # no budget covers it: evicted
+    assert held(server, "k8s-role") == (True, "cluster-plan:nvidia_driver: upgrade to branch 570")

@@ -631,6 +631,17 @@ class ApiServer:
             pass_fds=(self._netns_fd,),
         )
 
+    def kubectl_program(self, path: Path) -> Path:
+        """An executable at `path` that any process of this machine (a play's task) runs as
+        its kubectl: the bundle's kubectl inside the server's network namespace, with the
+        caller's arguments and kubeconfig (the admin's is `admin_kubeconfig`)."""
+        if self._netns_fd is None or not self.processes:
+            raise ApiServerError("the API server is not running")
+        netns = f"/proc/{os.getpid()}/fd/{self._netns_fd}"
+        path.write_text(f'#!/bin/sh\nexec nsenter --net={netns} -- {self.kubectl_binary} "$@"\n')
+        path.chmod(0o755)
+        return path
+
 
 class RecordingKubectl:
     """A `Run` for the code under test (argv -> exit status, stdout, stderr): the bundle's
