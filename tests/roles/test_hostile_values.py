@@ -267,10 +267,9 @@ def _task_field(role: str, tasks: str, name: str, field: tuple[str, ...]) -> str
 
 def _host_vars(role: str, expanded: dict[str, Any], host: str, item: str | None) -> dict[str, Any]:
     overrides: dict[str, Any] = dict(_PLAY)
-    overrides["hostvars"] = {
-        name: {"plan_host": h, "kubernetes_join_token": {"stdout": "abcdef.0123456789abcdef"}}
-        for name, h in expanded["hosts"].items()
-    }
+    overrides["hostvars"] = {name: {"plan_host": h} for name, h in expanded["hosts"].items()}
+    # the join's token, registered on every host of the play (run_once)
+    overrides["kubernetes_join_token"] = {"stdout": "abcdef.0123456789abcdef"}
     overrides["ansible_user"] = trust_as_template("{{ cluster_plan.access.ansible_user }}")
     if item:
         overrides["item"] = trust_as_template(item)
