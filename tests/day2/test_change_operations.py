@@ -618,6 +618,8 @@ def test_a_purge_ends_when_ceph_is_healthy_again(plans, monkeypatch):
 
 
 DRAIN_FIXTURES = REPO / "tests" / "kubernetes" / "fixtures" / "drain"
+# whether the cluster has the node, asked once a kubectl on it failed
+NODE_THERE = "--ignore-not-found --output name"
 BUDGETS = (DRAIN_FIXTURES / "pdbs.json").read_text()
 
 
@@ -633,7 +635,8 @@ def test_kubernetes_pods_are_evicted_within_the_bound_and_named_with_their_budge
         recorded_pods("pods-gpu01.json", "notebook"),
         recorded_pods("pods-gpu01-after.json"),
     )
-    executor = FakeExecutor({"get pods": [(0, before), (0, after)],
+    executor = FakeExecutor({NODE_THERE: [(0, "node/gpu01\n")],
+                             "get pods": [(0, before), (0, after)],
                              "get poddisruptionbudgets": [(0, BUDGETS)],
                              "kubectl drain gpu01": [(1, "")]})  # fmt: skip
     ctx = context(plans, executor, "k8s", "k8s")
@@ -673,7 +676,8 @@ def test_kubernetes_force_deletes_the_pods_and_says_which_a_budget_covered(plans
 
 
 def test_a_kubernetes_bare_pod_is_not_evicted_without_force(plans):
-    executor = FakeExecutor({"get pods": [(0, recorded_pods("pods-gpu01.json"))]})
+    executor = FakeExecutor({NODE_THERE: [(0, "node/gpu01\n")],
+                             "get pods": [(0, recorded_pods("pods-gpu01.json"))]})  # fmt: skip
     ctx = context(plans, executor, "k8s", "k8s")
     with pytest.raises(runner.StepFailed, match=r"team-b/notebook declare no controller.*--force"):
         runner._move_pods(ctx, "gpu01", 600, force=False)
@@ -817,3 +821,21 @@ def test_a_kubernetes_worker_s_check_waits_for_its_kubelet_within_the_bound(plan
         runner.StepFailed, match=r"gpu01: its kubelet: still not Ready \('False'\) after 0 s"
     ):
         runner.check(ctx, Step("check", ("gpu01",), ""))
+
+
+def test_a_host_that_never_joined_kubernetes_is_removed_without_a_drain(plans):
+    """Its converge failed before kubeadm join (or its node was deleted): nothing to drain."""
+    executor = FakeExecutor({NODE_THERE: [(0, "")],
+                             "get node": [(1, 'Error from server (NotFound): nodes "gpu01"')],
+                             "get pods": [(0, '{"items": []}')],
+                             "get poddisruptionbudgets": [(0, '{"items": []}')],
+                             "kubectl drain": [(1, 'nodes "gpu01" not found')]})  # fmt: skip
+    ctx = context(plans, executor, "k8s", "k8s")
+    runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "removal"),)))
+    runner.wait_jobs(ctx, Step("wait-jobs", ("gpu01",), "", (("timeout_s", 5), ("force", False))))
+    assert "gpu01 is not a node of the cluster" in ctx.log.getvalue()
+    assert not [c for _, c in executor.calls if "kubectl patch" in c]
+    # a node that is there but cannot be read still stops the step
+    executor.answers[NODE_THERE] = [(0, "node/gpu01\n")]
+    with pytest.raises(runner.StepFailed, match="get node gpu01 -o json` exited 1"):
+        runner.drain(ctx, Step("drain", ("gpu01",), "", (("why", "removal"),)))

@@ -38,6 +38,20 @@ def _kubectl(ctx: StepContext, timeout: float = 120) -> cordon.Run:
     return run
 
 
+def _not_a_node(ctx: StepContext, host: str) -> bool:
+    """Whether the cluster has no node of that name: a host whose join never happened (its
+    converge failed) or whose node was deleted. Asked only once a kubectl on it has failed."""
+    if ctx.scheduler != "kubernetes":
+        return False
+    argv = ["get", "node", host, "--ignore-not-found", "--output", "name"]
+    rc, out, _ = _kubectl(ctx)(["kubectl", *argv])
+    if rc == 0 and not out.strip():
+        ctx.say(f"  {host} is not a node of the cluster (it never joined, or was deleted): "
+                "nothing runs on it")  # fmt: skip
+        return True
+    return False
+
+
 def drain(ctx: StepContext, step: Step) -> None:
     """The project's one drain, owned by the change (a Slurm drain, a Kubernetes cordon): a
     node held already by anyone else keeps their hold, and stays held after."""
@@ -49,6 +63,8 @@ def drain(ctx: StepContext, step: Step) -> None:
             else:
                 decision = cordon.cordon(_kubectl(ctx), host, DRAIN_OWNER, why)
         except slurm_drain.DrainError as exc:
+            if _not_a_node(ctx, host):
+                continue
             raise StepFailed(str(exc)) from None
         if decision.held_by is not None:
             ctx.say(f"  {decision.message}")
@@ -62,6 +78,8 @@ def _move_pods(ctx: StepContext, host: str, timeout: float, force: bool) -> None
     try:
         drained = pod_drain.drain(run, host, timeout, force)
     except slurm_drain.DrainError as exc:
+        if _not_a_node(ctx, host):
+            return
         raise StepFailed(
             f"{exc}. Wait (or make room for them: more replicas elsewhere, a budget that "
             "allows a disruption) and run the change again (it continues here), or pass "
