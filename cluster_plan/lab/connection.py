@@ -6,7 +6,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from cluster_plan.lab.names import for_plan
+from cluster_plan.lab.names import LabNames, for_plan
+from cluster_plan.lab.proc import run
 from cluster_plan.plan.contract import ExpandedPlan
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -54,3 +55,14 @@ def connection_vars(expanded: ExpandedPlan, plan_path: str) -> dict[str, str]:
             shlex.quote(o) for o in [*ssh_options(expanded), *control]
         ),
     }
+
+
+def close_master(names: LabNames, address: str) -> None:
+    """End the master connection ssh keeps to a node's address (ControlPersist, through the
+    lab's ControlPath): it outlives a node powered off, and the next node at that address (a
+    re-provisioned or re-added host) would be asked through it and time out. `-O exit` talks
+    to the local socket only; no packet is sent. Nothing to do without a master."""
+    if not names.control_dir.is_dir():
+        return
+    control = f"ControlPath={names.control_dir}/%C"
+    run(["ssh", "-o", control, "-O", "exit", "-l", "root", address], check=False, timeout=10)

@@ -6,7 +6,7 @@ fabric namespace, node ends live in the node namespaces.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cluster_plan.lab.names import LabNames
@@ -48,18 +48,18 @@ def link_exists(ns: str, name: str) -> bool:
     return run(["ip", "-n", ns, "link", "show", "dev", name], check=False).returncode == 0
 
 
-def shape(ns: str, dev: str, mbit: int, mtu: int, bypass: Bypass | None = None) -> None:
+def shape(ns: str, dev: str, mbit: int, mtu: int, bypasses: Sequence[Bypass] = ()) -> None:
     """Token bucket on the egress of one link end: the link's speed, physically enforced.
 
-    With a bypass, the root is an HTB with two classes too fast to limit anything: the
-    second (the default) holds that same bucket, the first takes the bypass's packets only
-    (u32 on its address and port, either way) and is not shaped. Every other packet meets
+    With bypasses, the root is an HTB with two classes too fast to limit anything: the
+    second (the default) holds that same bucket, the first takes the bypasses' packets only
+    (u32 on an address and port, either way) and is not shaped. Every other packet meets
     the bucket as it would alone. (This kernel has HTB, TBF and u32, not prio.) Where HTB
-    cannot be had, the link keeps the bucket alone and the bypass goes at link speed."""
+    cannot be had, the link keeps the bucket alone and the bypasses go at link speed."""
     rate_bytes = mbit * 1_000_000 // 8
     burst = max(rate_bytes // 250, 4 * mtu, 16_000)
     bucket = f"tbf rate {mbit}mbit burst {burst} latency 20ms"
-    if bypass is not None:
+    if bypasses:
         # HTB changes no root in place: a re-shape (a rate fault, its clearing) starts over
         run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
         fast = "htb rate 10gbit quantum 200000"
@@ -69,7 +69,8 @@ def shape(ns: str, dev: str, mbit: int, mtu: int, bypass: Bypass | None = None) 
             f"class add dev {dev} parent 1: classid 1:2 {fast}",
             f"qdisc add dev {dev} parent 1:2 handle 2: {bucket}",
         ]
-        for pref, (way, port) in enumerate((("src", "sport"), ("dst", "dport")), start=1):
+        ways = [(b, w) for b in bypasses for w in (("src", "sport"), ("dst", "dport"))]
+        for pref, (bypass, (way, port)) in enumerate(ways, start=1):
             lines.append(
                 f"filter add dev {dev} parent 1: protocol ip pref {pref} u32 match ip {way} "
                 f"{bypass.address}/32 match ip {port} {bypass.port} 0xffff flowid 1:1"
@@ -97,7 +98,7 @@ def build_fabric(names: LabNames, wiring: Wiring) -> None:
             ip(ns, "link", "add", up.lower, "type", "veth", "peer", "name", up.upper)
         for end, master in ((up.lower, up.lower_bridge), (up.upper, up.upper_bridge)):
             ip(ns, "link", "set", end, "mtu", str(up.mtu), "master", master, "up")
-            shape(ns, end, up.mbit, up.mtu, up.bypass)
+            shape(ns, end, up.mbit, up.mtu, up.bypasses)
 
 
 def wire_port(names: LabNames, port: Port) -> None:
@@ -120,10 +121,15 @@ def wire_port(names: LabNames, port: Port) -> None:
             node,
         )
     ip(fab, "link", "set", port.switch_port, "mtu", str(port.mtu), "master", port.bridge, "up")
-    shape(fab, port.switch_port, port.mbit, port.mtu, port.bypass)
-    ip(node, "link", "set", port.device, "mtu", str(port.mtu), "up")
+    shape(fab, port.switch_port, port.mbit, port.mtu, port.bypasses)
+    # A node at an address another had (a host removed and added again) has a new MAC: its
+    # interface comes up addressed and announces itself (gratuitous ARP), or its neighbours
+    # would send to the old MAC until their entries expire (a new SSH connection timed out).
+    sysctl(node, "net.ipv4.conf.all.arp_notify", "1")
+    ip(node, "link", "set", port.device, "mtu", str(port.mtu))
     ip(node, "addr", "replace", f"{port.address}/{port.prefixlen}", "dev", port.device)
-    shape(node, port.device, port.mbit, port.mtu, port.bypass)
+    ip(node, "link", "set", port.device, "up")
+    shape(node, port.device, port.mbit, port.mtu, port.bypasses)
 
 
 def wire_admin(

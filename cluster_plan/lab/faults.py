@@ -126,8 +126,8 @@ def _apply(
     fab = names.fabric_ns
     for port in ports:
         mbit = min(port.mbit, fault.rate_mbit or port.mbit)
-        fabric.shape(fab, port.switch_port, mbit, port.mtu, port.bypass)
-        fabric.shape(names.node_ns(host), port.device, mbit, port.mtu, port.bypass)
+        fabric.shape(fab, port.switch_port, mbit, port.mtu, port.bypasses)
+        fabric.shape(names.node_ns(host), port.device, mbit, port.mtu, port.bypasses)
         if fault.down:
             fabric.ip(fab, "link", "set", port.switch_port, "down")
     if fault.freeze and not node.set_frozen(names, host, True):
@@ -244,8 +244,8 @@ def _clear(names: LabNames, expanded: ExpandedPlan, host: str, st: state.LabStat
     if delay:
         delay.stop()
     for port in node_ports(expanded, host, None):
-        fabric.shape(fab, port.switch_port, port.mbit, port.mtu, port.bypass)
-        fabric.shape(names.node_ns(host), port.device, port.mbit, port.mtu, port.bypass)
+        fabric.shape(fab, port.switch_port, port.mbit, port.mtu, port.bypasses)
+        fabric.shape(names.node_ns(host), port.device, port.mbit, port.mtu, port.bypasses)
         fabric.ip(fab, "link", "set", port.switch_port, "up")
         while (
             run(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_plan.lab import (
+    connection,
     fabric,
     guard,
     hardware,
@@ -338,7 +339,7 @@ def _restart_node(names: LabNames, expanded: ExpandedPlan, host: str) -> ProcRef
     st = state.load(names.state_file)
     if st is None or host not in st.nodes:
         raise LabError(f"node {host} is not part of a running lab {names.lab}")
-    _power_off(names, st, host)
+    _power_off(names, st, host, expanded["hosts"][host]["address"])
     return _boot_again(names, st, expanded, host)
 
 
@@ -355,7 +356,9 @@ def _boot_again(names: LabNames, st: state.LabState, expanded: ExpandedPlan, hos
     return init
 
 
-def _power_off(names: LabNames, st: state.LabState, host: str) -> None:
+def _power_off(names: LabNames, st: state.LabState, host: str, address: str | None) -> None:
+    if address:
+        connection.close_master(names, address)
     node.set_frozen(names, host, False)
     if host in st.nodes:
         node.stop(st.nodes.pop(host))
@@ -379,7 +382,8 @@ def retire_node(expanded: ExpandedPlan, host: str) -> bool:
             return False
         known = host in st.nodes or host in st.host_digests
         left = known or fabric.netns_exists(names.node_ns(host)) or names.node_dir(host).exists()
-        _power_off(names, st, host)
+        spec = expanded["hosts"].get(host)
+        _power_off(names, st, host, spec["address"] if spec else None)
         fabric.delete_netns(names.node_ns(host))
         hardware.detach_host_disks(names, host, st.loops)
         hardware.detach_images(names.node_dir(host) / "disks")
@@ -400,7 +404,7 @@ def reimage_node(expanded: ExpandedPlan, host: str) -> ProcRef:
         st = state.load(names.state_file)
         if st is None or host not in expanded["hosts"] or host not in st.host_digests:
             raise LabError(f"node {host} is not part of a running lab {names.lab}")
-        _power_off(names, st, host)
+        _power_off(names, st, host, expanded["hosts"][host]["address"])
         hardware.detach_host_disks(names, host, st.loops)
         hardware.detach_images(names.node_dir(host) / "disks")
         # the new disk gets the image the node had: the same provisioning, new hardware

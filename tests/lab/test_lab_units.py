@@ -21,6 +21,7 @@ import pytest
 
 from cluster_plan.api import load_expanded
 from cluster_plan.lab import (
+    connection,
     connection_vars,
     delay,
     faults,
@@ -30,6 +31,7 @@ from cluster_plan.lab import (
     sitesvc,
     topology,
 )
+from cluster_plan.lab import names as lab_names
 from cluster_plan.lab.command import load_plan
 from cluster_plan.lab.names import LabError, LabNames, ifname
 from cluster_plan.lab.proxy import ArchiveProxy, UnixProxyServer
@@ -129,15 +131,28 @@ def test_only_the_management_links_let_the_package_proxy_past_their_rate(
     wires = topology.wiring(expanded)
     proxy = topology.Bypass("10.40.0.2", 3142)  # the lab plan's packages.proxy
     on_mgmt = {b.name for b in wires.bridges if b.network == "mgmt"}
-    assert {p.bypass for p in wires.ports if p.network == "mgmt"} == {proxy}
-    assert {p.bypass for p in wires.ports if p.network != "mgmt"} == {None}
-    assert {u.bypass for u in wires.uplinks if u.lower_bridge in on_mgmt} == {proxy}
-    assert {u.bypass for u in wires.uplinks if u.lower_bridge not in on_mgmt} == {None}
+    assert {p.bypasses for p in wires.ports if p.network == "mgmt"} == {(proxy,)}
+    assert {p.bypasses for p in wires.ports if p.network != "mgmt"} == {()}
+    assert {u.bypasses for u in wires.uplinks if u.lower_bridge in on_mgmt} == {(proxy,)}
+    assert {u.bypasses for u in wires.uplinks if u.lower_bridge not in on_mgmt} == {()}
     # no proxy in the plan: the lab's own, on the admin address, at apt-cacher's port
     bare = {**expanded, "packages": {**expanded["packages"], "proxy": None}}
     assert topology.proxy_bypass(bare) == topology.Bypass("10.40.0.2", 3142)
     moved = {**expanded, "packages": {**expanded["packages"], "proxy": "http://10.40.0.2:8000"}}
     assert topology.proxy_bypass(moved).port == 8000
+
+
+def test_a_kubernetes_mirror_s_registry_and_files_pass_the_node_network_s_rate() -> None:
+    k8s = load_expanded(str(PLAN.with_name("k8s.yml")))
+    wires = topology.wiring(k8s)
+    mirror = k8s["hosts"]["cp01"]["interfaces"]["compute"]["address"]  # cp01 serves it
+    served = (topology.Bypass(mirror, 5000), topology.Bypass(mirror, 8080))
+    assert {p.bypasses for p in wires.ports if p.network == "compute"} == {served}
+    assert {p.bypasses for p in wires.ports if p.network == "mgmt"} == {
+        (topology.Bypass("10.44.0.2", 3142),)
+    }
+    on_compute = {b.name for b in wires.bridges if b.network == "compute"}
+    assert {u.bypasses for u in wires.uplinks if u.lower_bridge in on_compute} == {served}
 
 
 def test_loop_topology_enables_stp(expanded: dict[str, Any]) -> None:
@@ -652,3 +667,23 @@ def test_kill_tree_takes_the_forked_workers_with_the_run() -> None:
     while not all(_gone(pid) for pid in below) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [pid for pid in below if not _gone(pid)] == []
+
+
+def test_a_node_powered_off_takes_its_ssh_master_connection_with_it(
+    expanded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lab_names, "RUN_ROOT", tmp_path)  # no lab's real sockets
+    names = LabNames("t-units")
+    ran: list[list[str]] = []
+    monkeypatch.setattr(connection, "run", lambda argv, **kw: ran.append(list(argv)))
+    connection.close_master(names, "10.40.0.12")  # no master was ever made: nothing to end
+    assert ran == []
+    names.control_dir.mkdir(parents=True)
+    connection.close_master(names, "10.40.0.12")
+    (argv,) = ran
+    # the socket Ansible's ssh uses for that address (the lab's ControlPath, its user)
+    control = f"ControlPath={names.control_dir}/%C"
+    assert argv == ["ssh", "-o", control, "-O", "exit", "-l", "root", "10.40.0.12"]
+    monkeypatch.setattr(connection, "for_plan", lambda _: names)
+    assert control in connection.connection_vars(expanded, "")["ansible_ssh_common_args"]
+    assert connection.connection_vars(expanded, "")["ansible_user"] == "root"
