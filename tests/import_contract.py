@@ -29,6 +29,7 @@ ALLOWED = {
     ("acceptance", "collectives"): "reads what the collectives program prints on the nodes",
     ("acceptance", "slurm"): "runs the collectives job through Slurm's commands",
     ("acceptance", "storage"): "judges Ceph through its commands' builders and parsers",
+    ("acceptance", "kubernetes"): "runs the plan's training Job through the API server",
     ("acceptance", "transport"): "reaches nodes through the transport's executors",
     ("backup", "day2"): "asks the nodes through day 2's read-only sessions",
     ("backup", "transport"): "the same SSH options as every command that reaches nodes",

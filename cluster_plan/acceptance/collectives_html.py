@@ -139,13 +139,21 @@ def _intra_text(intra: Mapping[str, Any]) -> str:
 
 def collectives_html(section: Mapping[str, Any]) -> list[str]:
     """The collectives and training sections of the HTML report."""
-    parts = [
-        f"<h2>Collectives (job network {escape(section['network'])}) "
-        f"{verdict(section['passed'])}</h2>",
-        "<p>All-reduce across each pool's nodes through Slurm; bus bandwidth = algbw x 2(n-1)/n "
-        f"(nccl-tests), in plan units (measured / rate scale {section['rate_scale']:g}). The floor "
-        f"is {section['min_link_fraction']:g} of the slowest link the traffic crosses.</p>",
-    ]
+    if section.get("scheduler") == "kubernetes":
+        parts = [
+            f"<h2>Training through Kubernetes {verdict(section['passed'])}</h2>",
+            "<p>The plan's training Job, applied through the API server: one pod per node of "
+            "the training class, DistributedDataParallel across them.</p>",
+        ]
+    else:
+        parts = [
+            f"<h2>Collectives (job network {escape(section['network'])}) "
+            f"{verdict(section['passed'])}</h2>",
+            "<p>All-reduce across each pool's nodes through Slurm; bus bandwidth = algbw x "
+            "2(n-1)/n (nccl-tests), in plan units (measured / rate scale "
+            f"{section['rate_scale']:g}). The floor is {section['min_link_fraction']:g} of the "
+            "slowest link the traffic crosses.</p>",
+        ]
     for pool in section["pools"]:
         busbw = "n/a" if pool["busbw_GBps"] is None else f"{pool['busbw_GBps']:g} GB/s"
         named = ", ".join(pool["suspects"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cluster_plan.acceptance.collectives_spec import CollectivesSpec, PoolRun
 from cluster_plan.transport.execution import CommandResult, last_json_object
@@ -153,7 +153,17 @@ def slow_in_every_pair(pairs: Sequence[tuple[str, str, bool]]) -> list[str]:
     return [n for n in nodes if all(slow for a, b, slow in pairs if n in (a, b))]
 
 
-def judge_training(pool: PoolRun, job: str, output: str, returncode: int) -> dict[str, Any]:
+class TrainedPool(Protocol):
+    """Where a training job ran: a Slurm pool's run, or a Kubernetes plan's training class."""
+
+    @property
+    def pool(self) -> str: ...
+
+    @property
+    def nodes(self) -> tuple[str, ...]: ...
+
+
+def judge_training(pool: TrainedPool, job: str, output: str, returncode: int) -> dict[str, Any]:
     doc = last_json_object(output) or {}
     problems = []
     if not doc:

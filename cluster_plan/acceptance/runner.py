@@ -32,6 +32,7 @@ from cluster_plan.acceptance.iperf import (
     iperf3_server_argv,
     parse_iperf3,
 )
+from cluster_plan.acceptance.k8s_training import run_k8s_training
 from cluster_plan.acceptance.report import build_report
 from cluster_plan.acceptance.schedule import schedule_rounds
 from cluster_plan.acceptance.spec import AcceptanceSpec, Node, TestedNetwork
@@ -49,7 +50,8 @@ from cluster_plan.transport.execution import CommandResult, Executor
 
 Progress = Callable[[str], None]
 NETWORK_PHASES = ("latency", "mtu", "bandwidth")
-# storage: plans with Ceph; collectives and training: Slurm pools the plan gives torch or MPI
+# storage: plans with Ceph; collectives and training: Slurm pools the plan gives torch or MPI,
+# training: a Kubernetes plan's training Job
 JOB_PHASES = ("collectives", "training")
 PHASES = (*NETWORK_PHASES, "storage", *JOB_PHASES)
 MTU_RETEST_PROBES = 10
@@ -304,18 +306,25 @@ class AcceptanceRunner:
         return sorted(named & set(nodes))
 
     def collectives_phase(self) -> dict[str, Any] | None:
-        """All-reduce sweeps and a training job through Slurm, on its first controller."""
+        """All-reduce sweeps and a training job through Slurm, on its first controller; on a
+        Kubernetes plan, its training Job through the API server."""
         spec = self.spec.collectives
         phases = [p for p in JOB_PHASES if p in self.options.phases]
-        if spec is None or not phases:
+        kubernetes = self.spec.kubernetes_training
+        if (spec is None and kubernetes is None) or not phases:
             return None
         if not self.options.node_programs:
             self.progress("collectives: skipped, the transport runs this machine's tools")
             return None
         started = time.monotonic()
-        section = run_collectives_phase(
-            spec, self._run, self.progress, self.network_suspects, phases
-        )
+        if spec is not None:
+            section = run_collectives_phase(
+                spec, self._run, self.progress, self.network_suspects, phases
+            )
+        elif "training" in phases and kubernetes is not None:
+            section = run_k8s_training(kubernetes, self._run, self.progress)
+        else:
+            return None
         self.timing["collectives_s"] = round(time.monotonic() - started, 2)
         return section
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from cluster_plan.acceptance.collectives_spec import CollectivesSpec, collectives_spec_from_expanded
 from cluster_plan.acceptance.fping import probes_for_loss
+from cluster_plan.acceptance.k8s_training import KubernetesTraining, k8s_training_spec
 from cluster_plan.acceptance.storage import StorageSpec, storage_spec_from_expanded
 from cluster_plan.cli.policy import CommandError, Exit
 from cluster_plan.plan.contract import ExpandedPlan, Host, NetworkAcceptance, Topology
@@ -68,6 +69,8 @@ class AcceptanceSpec:
     criteria: Criteria
     storage: StorageSpec | None = None  # None: the plan has no Ceph
     collectives: CollectivesSpec | None = None  # None: no Slurm pool with torch or MPI
+    # a Kubernetes plan's training Job; a reason where it cannot cross the network
+    kubernetes_training: KubernetesTraining | str | None = None
 
 
 def spec_from_expanded(
@@ -100,6 +103,7 @@ def spec_from_expanded(
         criteria=criteria,
         storage=storage_spec_from_expanded(expanded),
         collectives=collectives_spec_from_expanded(expanded, nodes),
+        kubernetes_training=k8s_training_spec(expanded, nodes),
     )
 
 
