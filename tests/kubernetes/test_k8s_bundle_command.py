@@ -54,10 +54,12 @@ def test_list_prints_every_artifact_without_building(
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == f"Kubernetes 1.36.3 offline bundle for {K8S_LAB} (version '1.36')"
-    # the release's 21 binaries and 7 images, and the project's device plugin (the lab
-    # plan's accelerators are served by it)
+    # the release's 21 binaries and 7 images, the project's device plugin (the lab plan's
+    # accelerators are served by it) and its training image (the plan's training class runs
+    # Debian's torch, and the plan names no image of its own)
     assert sum(line.startswith("binary ") for line in lines) == 22
-    assert sum(line.startswith("image ") for line in lines) == 8
+    assert sum(line.startswith("image ") for line in lines) == 9
+    assert any(line.startswith("image   cluster-plan.local/cluster-plan-training:") for line in lines)
     assert any(line.startswith("binary  cluster-plan-device-plugin ") for line in lines)
     assert any("registry.k8s.io/etcd:3.6.8-0" in line for line in lines)
     assert "  not built yet" in lines
@@ -77,7 +79,7 @@ def test_list_as_json_is_one_envelope_and_a_valid_manifest(
     assert result["built"] is False and result["directory"] is None
     assert result["key"] and result["toolchain"]["go"].startswith("go1.")
     kinds = [a["kind"] for a in result["artifacts"]]
-    assert kinds.count("binary") == 22 and kinds.count("image") == 8
+    assert kinds.count("binary") == 22 and kinds.count("image") == 9
     assert all(a["sha256"] is None for a in result["artifacts"])
     coredns = next(
         a for a in result["artifacts"] if a["name"] == "coredns" and a["kind"] == "image"

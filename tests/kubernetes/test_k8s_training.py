@@ -113,7 +113,7 @@ def gpus_of(expanded: dict[str, Any], host: str) -> int:
 # --- when there is a job ---
 
 
-@pytest.mark.parametrize("plan", ["k8s-inference", "lab-k8s"])
+@pytest.mark.parametrize("plan", ["k8s-inference"])
 def test_plans_without_a_pytorch_build_render_no_job(plan):
     assert expanded_plan(plan)["software"] is None
     assert rendered(plan).examples == {}
@@ -463,3 +463,15 @@ def test_validate_warns_of_an_image_without_a_job(text, found):
 
 def test_the_base_plan_as_kubernetes_is_sound():
     assert findings(kubernetes_plan('"pytorch/pytorch:2.5.1-cuda12.1-cudnn9-runtime"')) == []
+
+
+def test_the_kubernetes_lab_plan_runs_the_bundles_training_image():
+    """Its training class gets Debian's CPU torch and it names no image: the bundle's."""
+    assert expanded_plan("lab-k8s")["software"] is not None
+    objects = rendered("lab-k8s").examples["training-job"]
+    assert [o["kind"] for o in objects] == ["Service", "Job"]  # the image's own program
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("cluster-plan.local/cluster-plan-training:1.13-")
+    assert job["spec"]["completions"] == 1  # one node in its pool: gpu01
+    assert "--backend" in container["command"] and "gloo" in container["command"]

@@ -23,7 +23,15 @@ What must hold:
   nodes (a pod for them waits) and release them (the pod runs);
 - the plan's monitoring watches the cluster: a kubelet stopped makes its node NotReady, and
   KubernetesNodeNotReady fires, reaches Alertmanager's receiver, and resolves once the
-  kubelet is back (last: it takes a node away).
+  kubelet is back;
+- day 2, last (it ends where it began): `cluster-plan change` adds gpu02 (bare, joined with
+  a token the role makes), acceptance runs the plan's training Job through the API server on
+  gpu01 and gpu02 (DDP over gloo from the bundle's image: the loss falls, both ranks end with
+  the same weights), a replacement of gpu02 stops at a PodDisruptionBudget within its bound
+  and goes through with --force, and the removal drains, deletes and powers it off.
+
+CLUSTER_PLAN_LAB_CONVERGED=1 runs the tests on the lab already running under this module's
+id, as it is (no bring-up, no converge, no take-down): a developer's quick iteration.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.change_plans import write_plan
 from support.lab_session import session_claim, skip_unless_lab_machine
 from support.node_shell import lab_run
 from support.waiting import wait_until
@@ -51,10 +60,13 @@ from cluster_plan.api import load_expanded
 from cluster_plan.kubernetes import files, render
 from cluster_plan.kubernetes.bundle import Bundle, built_bundle
 from cluster_plan.kubernetes.bundle.command import plan_needs
+from cluster_plan.kubernetes.bundle.project import TRAINING
 from cluster_plan.kubernetes.devices import served_classes
 from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.kubernetes.nodes import node_capacity
-from cluster_plan.lab import lifecycle
+from cluster_plan.lab import lifecycle, state
+from cluster_plan.lab.names import for_plan
+from cluster_plan.lab.topology import wiring
 
 pytestmark = pytest.mark.lab
 
@@ -156,6 +168,10 @@ def k8s_lab() -> Iterator[K8sLab]:
     patch.setenv("CLUSTER_PLAN_LAB_ID", lab_id)  # the lab's names come from it
     try:
         expanded = load_expanded(PLAN)
+        if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1":
+            # a developer's quick iteration: the lab running under this id, as it is
+            yield K8sLab(lab_id, expanded)
+            return
         with session_claim(lab_id):
             try:
                 lifecycle.down(expanded)  # whatever an interrupted run left behind
@@ -186,6 +202,8 @@ def fatal_lines(run: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_site_converges_the_cluster_and_a_second_run_changes_nothing(k8s_lab):
+    if not k8s_lab.runs:
+        pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: the lab was converged before this session")
     first = k8s_lab.runs[0]
     assert first.returncode == 0, fatal_lines(first) or first.stdout[-3000:]
     assert set(recap(first.stdout)) == set(k8s_lab.nodes)
@@ -774,3 +792,180 @@ def test_a_stopped_kubelet_fires_node_not_ready_then_resolves(k8s_lab):
         f"\n{NOT_READY} on {victim}: firing {fired_s:.0f} s after its kubelet stopped, "
         f"resolved {time.monotonic() - back:.0f} s after it started again"
     )
+
+
+# --- day 2: a worker added, trained on, replaced past a disruption budget, removed ---------
+
+DAY2_NAMESPACE = "lab-day2"
+TEAM = "vision"  # the team whose class is the training class
+ADDED = "gpu02"
+
+
+def grow_gpu(plan: dict[str, Any]) -> None:
+    """One more node in the training pool: gpu02, in rack r1 as gpu01."""
+    plan["node_groups"]["gpu"]["count"] = 2
+
+
+def change(
+    lab: K8sLab, journal: Path, old: Path, new: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "cluster-plan"), "change", str(old), str(new), "--yes", "--transport", "lab",
+         "--journal-dir", str(journal), "--check-timeout", "180", *extra],
+        cwd=ROOT, env=lab.env(), capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+
+
+def said(run: subprocess.CompletedProcess[str]) -> str:
+    return run.stdout[-5000:] + run.stderr[-2000:]
+
+
+def node_names(lab: K8sLab) -> set[str]:
+    return {n["metadata"]["name"] for n in lab.json("get nodes")["items"]}
+
+
+def training_acceptance(lab: K8sLab, plan: Path, output: Path) -> dict[str, Any]:
+    """`cluster-plan acceptance --phases training` of the plan: its training Job through the
+    API server, judged into the report as the Slurm job is."""
+    run = subprocess.run(
+        [str(BIN / "cluster-plan"), "acceptance", str(plan), "--transport", "lab",
+         "--no-history", "--phases", "training", "--output-dir", str(output)],
+        cwd=ROOT, env=lab.env(), capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, said(run)
+    report: dict[str, Any] = json.loads((output / "acceptance.json").read_text())
+    return report
+
+
+def class_bytes(lab: K8sLab, dev: str) -> dict[str, int]:
+    """Bytes sent so far through each HTB class of a fabric port: 1:1 the bypasses (the
+    mirror's registry and files), 1:2 the link's scaled token bucket."""
+    out = subprocess.run(
+        ["tc", "-n", for_plan(lab.expanded).fabric_ns, "-s", "class", "show", "dev", dev],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    found = re.findall(r"class htb (1:\d)\b.*?\n\s*Sent (\d+) bytes", out, re.S)
+    return {classid: int(sent) for classid, sent in found}
+
+
+def training_image_bytes(expanded: dict[str, Any]) -> tuple[str, int]:
+    """The training image's reference on the nodes and the size of its layers."""
+    bundle = plan_bundle(expanded)
+    layout = bundle.image_layout(TRAINING)
+    index = json.loads((layout / "index.json").read_text())
+    blobs = layout / "blobs" / "sha256"
+    manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_text())
+    (image,) = [o for o in render(expanded).examples["training-job"] if o["kind"] == "Job"]
+    reference = image["spec"]["template"]["spec"]["containers"][0]["image"]
+    return reference, sum(int(layer["size"]) for layer in manifest["layers"])
+
+
+def lab_hosts(plan: Path) -> set[str]:
+    """The hosts the lab runs for the plan (under the module's lab id)."""
+    found = state.load(for_plan(load_expanded(plan)).state_file)
+    assert found is not None
+    return {h for h, ref in found.nodes.items() if ref.alive()}
+
+
+def held_workload(image: str) -> list[dict[str, Any]]:
+    """One replica on gpu02 and a budget that allows no disruption of it."""
+    labels = {"app": "held", "cluster-plan.io/workload-class": "training"}
+    template = pod("held", image, labels, "exec /bin/busybox sleep 3600")
+    template["spec"]["nodeSelector"] = {"kubernetes.io/hostname": ADDED}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DAY2_NAMESPACE}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "held", "namespace": DAY2_NAMESPACE},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "held"}},
+                  "template": {"metadata": {"labels": labels}, "spec": template["spec"]}}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+         "metadata": {"name": "held-budget", "namespace": DAY2_NAMESPACE},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "held"}}}},
+    ]  # fmt: skip
+
+
+def test_a_worker_is_added_trained_on_replaced_past_its_budget_and_removed(
+    k8s_lab, test_image, tmp_path
+):
+    grown = write_plan(tmp_path / "grown", grow_gpu, base=PLAN, name="k8s.yml")
+    journal = tmp_path / "journal"
+    seconds: dict[str, float] = {}
+    assert ADDED not in node_names(k8s_lab)
+    try:
+        # -- add: gpu02 boots bare, converges, joins through a token the role makes on cp01
+        started = time.monotonic()
+        added = change(k8s_lab, journal, PLAN, grown)
+        seconds["add (boot, converge, join)"] = time.monotonic() - started
+        assert added.returncode == 0, said(added)
+        assert f"1. add {ADDED}" in added.stdout, said(added)
+        assert f"{ADDED}: healthy" in added.stdout, said(added)
+        node = k8s_lab.json(f"get node {ADDED}")
+        labels = render(load_expanded(grown)).objects["40-nodes"]
+        (planned,) = [o for o in labels if o["metadata"]["name"] == ADDED]
+        assert planned["metadata"]["labels"].items() <= node["metadata"]["labels"].items()
+        assert not node["spec"].get("unschedulable"), node["spec"]
+        until(f"{ADDED} offers its GPUs", lambda: k8s_lab.json(f"get node {ADDED}")["status"][
+            "allocatable"].get("nvidia.com/gpu") == "2")  # fmt: skip
+        # -- train: the plan's Job, one rank on each node of the training pool, through the
+        # API server (acceptance's run); the team's user may submit it in the team's namespace
+        objects = yaml.safe_dump_all(render(load_expanded(grown)).examples["training-job"])
+        (alice,) = team_members(k8s_lab, TEAM)
+        submitted = as_user(k8s_lab, alice, f"--namespace {TEAM} apply --dry-run=server -f -",
+                            objects)  # fmt: skip
+        assert submitted.returncode == 0 and "(server dry run)" in submitted.stdout, submitted
+        # the image comes from the mirror, past the node network's scaled rate as the package
+        # proxy's files do (gpu01 forgets it first, in case an earlier run left it there)
+        reference, size = training_image_bytes(load_expanded(grown))
+        k8s_lab.sh("gpu01", f"ctr --namespace k8s.io images rm {reference} >/dev/null 2>&1; true")
+        (port,) = [p for p in wiring(k8s_lab.expanded).ports
+                   if p.host == "gpu01" and p.network == "compute"]  # fmt: skip
+        before = class_bytes(k8s_lab, port.switch_port)
+        started = time.monotonic()
+        report = training_acceptance(k8s_lab, grown, tmp_path / "acceptance")
+        seconds["training job"] = time.monotonic() - started
+        after = class_bytes(k8s_lab, port.switch_port)
+        bypassed, bucketed = (after[c] - before[c] for c in ("1:1", "1:2"))
+        assert bypassed >= size > 10 * bucketed, (size, before, after)
+        (trained,) = report["collectives"]["training"]
+        assert trained["passed"] and trained["scheduler"] == "kubernetes", trained
+        # the nodes its pods ran on, as the API server had them
+        assert trained["ranks"] == 2 and trained["nodes"] == ["gpu01", ADDED], trained
+        assert len(set(trained["hosts"])) == 2, trained  # one rank in each pod
+        assert trained["last_loss"] < trained["first_loss"] / 10, trained["losses"]
+        assert trained["identical_weights"] and len(set(trained["weights_sha256"])) == 1
+        html = (tmp_path / "acceptance" / "acceptance.html").read_text()
+        assert "Training through Kubernetes" in html and "training loss of pool gpu" in html
+        # -- replace: the drain waits for the budget, within its bound, and says so; --force
+        # deletes the pod; gpu02 is re-provisioned bare and joins again
+        k8s_lab.kubectl("apply -f -", stdin=yaml.safe_dump_all(held_workload(test_image)))
+        k8s_lab.kubectl(f"--namespace {DAY2_NAMESPACE} rollout status deployment/held "
+                        "--timeout=180s")  # fmt: skip
+        started = time.monotonic()
+        held = change(k8s_lab, journal, grown, grown, "--replace", ADDED, "--drain-timeout", "15")
+        seconds["drain refused by the budget"] = time.monotonic() - started
+        assert held.returncode == 1, said(held)
+        assert "held-budget" in held.stdout and "--force" in held.stdout, said(held)
+        assert k8s_lab.json(f"get node {ADDED}")["spec"].get("unschedulable") is True
+        started = time.monotonic()
+        replaced = change(k8s_lab, journal, grown, grown, "--replace", ADDED, "--force")
+        seconds["replace (forced drain, re-provision, join)"] = time.monotonic() - started
+        assert replaced.returncode == 0, said(replaced)
+        assert "done before: drain" in replaced.stdout and f"{ADDED}: healthy" in replaced.stdout
+        node = k8s_lab.json(f"get node {ADDED}")
+        assert not node["spec"].get("unschedulable"), node["spec"]
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True", ready
+        k8s_lab.kubectl(f"--namespace {DAY2_NAMESPACE} rollout status deployment/held "
+                        "--timeout=180s")  # fmt: skip
+        k8s_lab.kubectl(f"delete namespace {DAY2_NAMESPACE} --wait=true --timeout=120s")
+        # -- remove: drained, deleted from the API, powered off
+        started = time.monotonic()
+        removed = change(k8s_lab, journal, grown, PLAN)
+        seconds["remove"] = time.monotonic() - started
+        assert removed.returncode == 0, said(removed)
+        assert f"remove {ADDED}" in removed.stdout, said(removed)
+        assert node_names(k8s_lab) == set(k8s_lab.nodes)
+        assert ADDED not in lab_hosts(grown)
+    finally:
+        print("\nKubernetes day 2 in the lab: "
+              + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))  # fmt: skip
