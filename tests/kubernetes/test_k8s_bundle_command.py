@@ -59,7 +59,8 @@ def test_list_prints_every_artifact_without_building(
     # Debian's torch, and the plan names no image of its own)
     assert sum(line.startswith("binary ") for line in lines) == 22
     assert sum(line.startswith("image ") for line in lines) == 9
-    assert any(line.startswith("image   cluster-plan.local/cluster-plan-training:") for line in lines)
+    training = "image   cluster-plan.local/cluster-plan-training:"
+    assert any(line.startswith(training) for line in lines)
     assert any(line.startswith("binary  cluster-plan-device-plugin ") for line in lines)
     assert any("registry.k8s.io/etcd:3.6.8-0" in line for line in lines)
     assert "  not built yet" in lines
