@@ -20,12 +20,11 @@ from typing import Any
 
 from cluster_plan.acceptance.collectives_verdict import judge_training
 from cluster_plan.kubernetes.cluster import kubernetes_plan
-from cluster_plan.kubernetes.cluster import settings as scheduler_settings
+from cluster_plan.kubernetes.kubeadm import ADMIN_KUBECONFIG
 from cluster_plan.kubernetes.training import JOB, training_class, training_job, training_objects
 from cluster_plan.transport.execution import CommandResult
 
 NAMESPACE = "cluster-plan-acceptance"
-KUBECONFIG = "/etc/kubernetes/admin.conf"
 POLL_S = 2.0
 # the image may be pulled on both nodes first (the bundle's: about 1 GiB unpacked)
 START_S = 300
@@ -78,13 +77,13 @@ def k8s_training_spec(
         backend=job.backend,
         objects=tuple(training_objects(plan)),
         timeout_s=int(rules.get("timeout_s", 600)),
-        network=str((scheduler_settings(expanded)).get("node_network") or ""),
+        network=plan.node_network,
         rate_scale=float((expanded.get("lab") or {}).get("rate_scale") or 1.0),
     )
 
 
 def _shell(script: str) -> list[str]:
-    return ["sh", "-c", f"set -e; export KUBECONFIG={KUBECONFIG}; {script}"]
+    return ["sh", "-c", f"set -e; export KUBECONFIG={ADMIN_KUBECONFIG}; {script}"]
 
 
 @dataclass

@@ -29,6 +29,8 @@ from cluster_plan.kubernetes.versions import KUBEADM_API, KUBELET_API
 KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 
 CONFIG_DIR = "/etc/kubernetes/cluster-plan"
+# what kubeadm init writes for the cluster's admin: kubectl on a control plane reads it
+ADMIN_KUBECONFIG = "/etc/kubernetes/admin.conf"
 PATCH_DIR = f"{CONFIG_DIR}/patches"
 KUBELET_PATCH_FILE = "kubeletconfiguration+merge.yaml"
 DISCOVERY_FILE = f"{CONFIG_DIR}/discovery.conf"

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import TextIO
 
 from cluster_plan.day2.change.playbooks import Playbooks, locate
+from cluster_plan.kubernetes.kubeadm import ADMIN_KUBECONFIG
 from cluster_plan.plan.contract import ExpandedPlan, Host
 from cluster_plan.transport.execution import CommandResult, Executor
 
 CHECK_TIMEOUT_S = 180
-KUBECONFIG = "/etc/kubernetes/admin.conf"
+KUBECONFIG = ADMIN_KUBECONFIG
 
 
 class StepFailed(Exception):
