@@ -53,6 +53,7 @@ import pytest
 import yaml
 from support.change_plans import write_plan
 from support.lab_session import session_claim, skip_unless_lab_machine
+from support.lab_state import class_bytes, running_hosts
 from support.node_shell import lab_run
 from support.waiting import wait_until
 
@@ -64,7 +65,7 @@ from cluster_plan.kubernetes.bundle.project import TRAINING
 from cluster_plan.kubernetes.devices import served_classes
 from cluster_plan.kubernetes.mirror import plan_mirror
 from cluster_plan.kubernetes.nodes import node_capacity
-from cluster_plan.lab import lifecycle, state
+from cluster_plan.lab import lifecycle
 from cluster_plan.lab.names import for_plan
 from cluster_plan.lab.topology import wiring
 
@@ -470,13 +471,9 @@ NVIDIA_DEVICE = re.compile(r"nvidia[0-9]+")
 
 def until(what: str, probe: Any, timeout: float = 120, interval: float = 1) -> Any:
     """probe() once it is truthy; fails naming `what` and the last value after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what}: not after {timeout:.0f} s"
-            return value
-        time.sleep(interval)
+    value = wait_until(probe, bool, timeout, interval)
+    assert value, f"{what}: not after {timeout:.0f} s"
+    return value
 
 
 def device_pod(name: str, image: str, namespace: str, gpus: int) -> dict[str, Any]:
@@ -837,17 +834,6 @@ def training_acceptance(lab: K8sLab, plan: Path, output: Path) -> dict[str, Any]
     return report
 
 
-def class_bytes(lab: K8sLab, dev: str) -> dict[str, int]:
-    """Bytes sent so far through each HTB class of a fabric port: 1:1 the bypasses (the
-    mirror's registry and files), 1:2 the link's scaled token bucket."""
-    out = subprocess.run(
-        ["tc", "-n", for_plan(lab.expanded).fabric_ns, "-s", "class", "show", "dev", dev],
-        capture_output=True, text=True, check=True, timeout=30,
-    ).stdout  # fmt: skip
-    found = re.findall(r"class htb (1:\d)\b.*?\n\s*Sent (\d+) bytes", out, re.S)
-    return {classid: int(sent) for classid, sent in found}
-
-
 def training_image_bytes(expanded: dict[str, Any]) -> tuple[str, int]:
     """The training image's reference on the nodes and the size of its layers."""
     bundle = plan_bundle(expanded)
@@ -858,13 +844,6 @@ def training_image_bytes(expanded: dict[str, Any]) -> tuple[str, int]:
     (image,) = [o for o in render(expanded).examples["training-job"] if o["kind"] == "Job"]
     reference = image["spec"]["template"]["spec"]["containers"][0]["image"]
     return reference, sum(int(layer["size"]) for layer in manifest["layers"])
-
-
-def lab_hosts(plan: Path) -> set[str]:
-    """The hosts the lab runs for the plan (under the module's lab id)."""
-    found = state.load(for_plan(load_expanded(plan)).state_file)
-    assert found is not None
-    return {h for h, ref in found.nodes.items() if ref.alive()}
 
 
 def held_workload(image: str) -> list[dict[str, Any]]:
@@ -919,11 +898,12 @@ def test_a_worker_is_added_trained_on_replaced_past_its_budget_and_removed(
         k8s_lab.sh("gpu01", f"ctr --namespace k8s.io images rm {reference} >/dev/null 2>&1; true")
         (port,) = [p for p in wiring(k8s_lab.expanded).ports
                    if p.host == "gpu01" and p.network == "compute"]  # fmt: skip
-        before = class_bytes(k8s_lab, port.switch_port)
+        fabric_ns = for_plan(k8s_lab.expanded).fabric_ns
+        before = class_bytes(fabric_ns, port.switch_port)
         started = time.monotonic()
         report = training_acceptance(k8s_lab, grown, tmp_path / "acceptance")
         seconds["training job"] = time.monotonic() - started
-        after = class_bytes(k8s_lab, port.switch_port)
+        after = class_bytes(fabric_ns, port.switch_port)
         bypassed, bucketed = (after[c] - before[c] for c in ("1:1", "1:2"))
         assert bypassed >= size > 10 * bucketed, (size, before, after)
         (trained,) = report["collectives"]["training"]
@@ -965,7 +945,7 @@ def test_a_worker_is_added_trained_on_replaced_past_its_budget_and_removed(
         assert removed.returncode == 0, said(removed)
         assert f"remove {ADDED}" in removed.stdout, said(removed)
         assert node_names(k8s_lab) == set(k8s_lab.nodes)
-        assert ADDED not in lab_hosts(grown)
+        assert ADDED not in running_hosts(grown)
     finally:
         print("\nKubernetes day 2 in the lab: "
               + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))  # fmt: skip

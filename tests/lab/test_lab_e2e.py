@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 from lab_measure import iperf_mbit, ping, wait_reachable
 from support.cli_output import result as command_result
 from support.lab_session import REPO, Lab
+from support.lab_state import class_bytes
 from support.node_shell import lab_run
 
 from cluster_plan.lab import faults, lifecycle, state, status
@@ -164,17 +164,6 @@ def test_apt_proxy_carries_the_archive_and_nothing_else(lab: Lab) -> None:
     assert result.stdout.split() == ["200", "403"], result.stderr
 
 
-def class_bytes(lab: Lab, dev: str) -> dict[str, int]:
-    """Bytes sent so far through each HTB class of a fabric port: 1:1 the bypass, 1:2 the
-    link's token bucket."""
-    out = subprocess.run(
-        ["tc", "-n", lab.names.fabric_ns, "-s", "class", "show", "dev", dev],
-        capture_output=True, text=True, check=True, timeout=30,
-    ).stdout  # fmt: skip
-    found = re.findall(r"class htb (1:\d)\b.*?\n\s*Sent (\d+) bytes", out, re.S)
-    return {classid: int(sent) for classid, sent in found}
-
-
 def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: Lab) -> None:
     """A package fetched through the proxy crosses the node's management port outside the
     link's token bucket (tbf stays on every other packet: iperf3 between two nodes on that
@@ -185,7 +174,7 @@ def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: 
     (bypass,) = port.bypasses
     assert port.network == lab.expanded["cluster"]["management_network"]
     assert all(not p.bypasses for p in ports if p.network != port.network)
-    if "1:2" not in class_bytes(lab, port.switch_port):
+    if "1:2" not in class_bytes(lab.names.fabric_ns, port.switch_port):
         pytest.skip("this kernel has no HTB: the proxy's traffic is shaped like any other")
     size = 8 * 1024 * 1024
     path = f"debian/pool/main/z/zz-lab-bypass/zz-lab-bypass_{os.getpid()}_all.deb"
@@ -200,9 +189,9 @@ def test_the_package_proxy_bypasses_the_scaled_links_and_nothing_else_does(lab: 
         "print(len(body), time.monotonic() - started)\n"
     )
     try:
-        before = class_bytes(lab, port.switch_port)
+        before = class_bytes(lab.names.fabric_ns, port.switch_port)
         got = lab.in_node(DST, ["python3", "-c", fetch, f"http://deb.debian.org/{path}"])
-        after = class_bytes(lab, port.switch_port)
+        after = class_bytes(lab.names.fabric_ns, port.switch_port)
     finally:
         cached.unlink(missing_ok=True)
     length, seconds = got.stdout.split()

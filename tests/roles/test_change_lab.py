@@ -31,9 +31,10 @@ from support.change_plans import (
     write_plan,
 )
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.lab_state import running_hosts
 
 from cluster_plan.api import load_expanded
-from cluster_plan.lab import images, state
+from cluster_plan.lab import images
 from cluster_plan.lab.names import for_plan
 
 # Last of all (lab_reprovisions): it retires a node and re-images another. Once their
@@ -68,12 +69,6 @@ def change(journal: Path, old: Path, new: Path, *extra: str) -> subprocess.Compl
         "--journal-dir", str(journal), "--check-timeout", "30", *extra,
         timeout=1800,
     )  # fmt: skip
-
-
-def lab_hosts() -> set[str]:
-    st = state.load(for_plan(load_expanded(str(PLAN))).state_file)
-    assert st is not None
-    return {h for h, ref in st.nodes.items() if ref.alive()}
 
 
 def booted_on(host: str) -> str:
@@ -228,7 +223,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         log = sh("gpu01", "systemctl stop cp-day2-reader; cat /root/cp-day2-reader.log")
         # a check every 2 s or so through minutes of changes, and not one mismatch
         assert log.split().count("ok") >= 30 and "FAIL" not in log, log[-2000:]
-        assert not {"cpu02", "osdn01"} & lab_hosts()
+        assert not {"cpu02", "osdn01"} & running_hosts(PLAN)
         # cpu01 was re-imaged; what every other host knows of it follows the lab plan
         assert "re-provision cpu01" in removed.stdout and "cpu01: healthy" in removed.stdout
         assert sh("cpu01", "ls /root/replace-marker 2>/dev/null || echo gone").split() == ["gone"]
@@ -256,7 +251,8 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
     finally:
         on_node("cpu01", f"rm -f {FAULT} && systemctl daemon-reload", timeout=60)
         on_node("gpu01", "systemctl stop cp-day2-reader 2>/dev/null; true", timeout=60)
-        if {"cpu02", "osdn01"} & lab_hosts():  # back to the lab plan's cluster whatever stopped
+        # back to the lab plan's cluster whatever stopped
+        if {"cpu02", "osdn01"} & running_hosts(PLAN):
             back = change(tmp_path / "restore", upgraded, shrunk, "--force")
             print("restoring the lab plan's nodes:", back.stdout[-3000:], back.stderr[-2000:])
         if real_memory(CONTROLLER, "cpu01") != before:
