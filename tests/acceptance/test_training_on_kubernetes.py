@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.change_plans import write_plan
+from support.change_plans import grow_gpu, write_plan
 
 from cluster_plan.acceptance import k8s_training
 from cluster_plan.acceptance.collectives_html import collectives_html
@@ -37,11 +37,7 @@ TRAIN = (ROOT / "tests" / "collectives" / "recorded" / "train-gloo-lab.out").rea
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The Kubernetes lab plan with a second node in its training pool (gpu02)."""
-
-    def two_gpu_nodes(plan: dict[str, Any]) -> None:
-        plan["node_groups"]["gpu"]["count"] = 2
-
-    path = write_plan(tmp_path_factory.mktemp("grown"), two_gpu_nodes, base=K8S_LAB, name="k8s.yml")
+    path = write_plan(tmp_path_factory.mktemp("grown"), grow_gpu, base=K8S_LAB, name="k8s.yml")
     expanded: dict[str, Any] = load_expanded(str(path))
     return expanded
 

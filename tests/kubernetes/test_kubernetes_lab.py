@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support.change_plans import write_plan
+from support.change_plans import grow_gpu, write_plan
 from support.lab_session import session_claim, skip_unless_lab_machine
 from support.lab_state import class_bytes, running_hosts
 from support.node_shell import lab_run
@@ -796,11 +796,6 @@ def test_a_stopped_kubelet_fires_node_not_ready_then_resolves(k8s_lab):
 DAY2_NAMESPACE = "lab-day2"
 TEAM = "vision"  # the team whose class is the training class
 ADDED = "gpu02"
-
-
-def grow_gpu(plan: dict[str, Any]) -> None:
-    """One more node in the training pool: gpu02, in rack r1 as gpu01."""
-    plan["node_groups"]["gpu"]["count"] = 2
 
 
 def change(

@@ -24,6 +24,11 @@ def grow_cpu(plan: dict[str, Any]) -> None:
     plan["node_groups"]["cpu"]["count"] = 2
 
 
+def grow_gpu(plan: dict[str, Any]) -> None:
+    """One more node in the training pool: gpu02 (the Kubernetes lab plan's second)."""
+    plan["node_groups"]["gpu"]["count"] = 2
+
+
 def smaller_cpu_memory(plan: dict[str, Any]) -> None:
     """The cpu group on a profile with less memory: Slurm's RealMemory of its nodes changes
     (a restart of each node's slurmd: a rolling, restart-style upgrade of that pool)."""
