@@ -25,6 +25,7 @@ from typing import Any
 # argv -> (rc, stdout, stderr); a test passes recorded outputs instead of running commands.
 Runner = Callable[[list[str]], tuple[int, str, str]]
 PROBE_TIMEOUT_S = 30
+TIMED_OUT = 124
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
@@ -35,7 +36,7 @@ def run(argv: list[str]) -> tuple[int, str, str]:
     except FileNotFoundError as exc:
         return 127, "", str(exc)
     except subprocess.TimeoutExpired:
-        return 124, "", f"no answer within {PROBE_TIMEOUT_S} s"
+        return TIMED_OUT, "", f"no answer within {PROBE_TIMEOUT_S} s"
     return done.returncode, done.stdout, done.stderr
 
 
@@ -162,12 +163,40 @@ def probe_digest(command: str, keep: list[str] | None, runner: Runner) -> str:
     """SHA-256 of a read-only shell command's exit status and output. With `keep`, the
     output is JSON and only those keys count: what the role settles, not the counters and
     epochs beside it."""
+    return probe_reading(command, keep, runner)[1]
+
+
+def probe_reading(command: str, keep: list[str] | None, runner: Runner) -> tuple[int, str]:
+    """The probe's exit status and its digest (probe_digest)."""
     rc, out, _ = runner(["/bin/sh", "-c", command])
     if keep and rc == 0:
         # not JSON: the raw output counts (a change of format reads as a change)
         with contextlib.suppress(ValueError):
             out = json.dumps(project(json.loads(out), keep), sort_keys=True)
-    return hashlib.sha256(f"{rc}\n{out}".encode()).hexdigest()
+    return rc, hashlib.sha256(f"{rc}\n{out}".encode()).hexdigest()
+
+
+def read_probes(
+    specs: list[tuple[str, dict[str, Any]]], runner: Runner
+) -> tuple[list[str], list[str]]:
+    """Each probe's digest, and the names of those that got no answer in time. Probes are
+    separate commands (the ceph CLI takes a second to start): they run at once, and one
+    that got no answer is asked again alone, since on a loaded host several CLIs starting
+    together can each outlast the bound."""
+
+    def read(spec: dict[str, Any]) -> tuple[int, str]:
+        return probe_reading(spec["command"], spec.get("keep"), runner)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        readings = list(pool.map(lambda item: read(item[1]), specs))
+    readings = [
+        read(spec) if rc == TIMED_OUT else (rc, digest)
+        for (_, spec), (rc, digest) in zip(specs, readings, strict=True)
+    ]
+    unanswered = [
+        name for (name, _), (rc, _) in zip(specs, readings, strict=True) if rc == TIMED_OUT
+    ]
+    return [digest for _, digest in readings], unanswered
 
 
 def project(data: Any, keep: list[str]) -> Any:
@@ -205,13 +234,7 @@ def live_state(what: dict[str, Any], runner: Runner) -> tuple[dict[str, Any], li
     held, problems = held_versions(list(what.get("held_packages") or []), runner)
     tables, table_problems = rulesets(what.get("nftables_tables") or [], runner)
     specs = sorted((what.get("probes") or {}).items())
-    # Probes are separate commands (the ceph CLI takes a second to start): run them at once.
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        digests = list(
-            pool.map(
-                lambda item: probe_digest(item[1]["command"], item[1].get("keep"), runner), specs
-            )
-        )
+    digests, unanswered = read_probes(specs, runner)
     probes = {
         name: {
             "command": spec["command"],
@@ -232,6 +255,7 @@ def live_state(what: dict[str, Any], runner: Runner) -> tuple[dict[str, Any], li
         "held_packages": held,
         "nftables": tables,
         "probes": probes,
+        "unanswered": unanswered,
     }
     return state, problems + table_problems
 
@@ -263,7 +287,9 @@ def differences(record: dict[str, Any], runner: Runner) -> list[str]:
         if live["nftables"].get(table) != ruleset:
             reasons.append(f"nftables table {table} changed")
     for name, probe in _recorded(record, "probes"):
-        if live["probes"][name]["digest"] != probe.get("digest"):
+        if name in live["unanswered"]:
+            reasons.append(f"{name}: no answer within {PROBE_TIMEOUT_S} s, twice")
+        elif live["probes"][name]["digest"] != probe.get("digest"):
             reasons.append(f"{name} changed")
     return list(dict.fromkeys(reasons))
 

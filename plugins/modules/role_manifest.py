@@ -20,6 +20,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cluster_plan.cluster.plugins.module_utils.role_record import (
+    PROBE_TIMEOUT_S,
     Runner,
     live_state,
     run,
@@ -81,6 +82,9 @@ options:
         for JSON output, C(keep), the keys that count (of each item of a list).
       - The digest of each command's exit status and output is recorded; a later output
         that differs means the host drifted from this converge.
+      - Probes run at once, each within 30 s. One that gets no answer is asked again alone;
+        still none, it is recorded as unanswered with a warning, and the next run's stage
+        gate runs the role again.
     type: list
     elements: dict
     default: []
@@ -159,7 +163,10 @@ def probe_specs(items: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]],
     return specs, problems
 
 
-def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, Any], list[str]]:
+Reading = tuple[dict[str, Any], list[str], list[str]]  # record, problems, warnings
+
+
+def build_manifest(params: dict[str, Any], runner: Runner) -> Reading:
     problems = check_precious(params["precious"])
     probes, probe_problems = probe_specs(params["probes"])
     state, state_problems = live_state(
@@ -176,6 +183,11 @@ def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, An
         runner,
     )
     state.pop("active")  # every service listed must be active: nothing to keep
+    # Recorded as it read (no answer), so the next run's stage gate runs the stage again.
+    warnings = [
+        f"probe {name}: no answer within {PROBE_TIMEOUT_S} s, twice; recorded as unanswered"
+        for name in state.pop("unanswered")
+    ]
     manifest = {
         "role": params["role"],
         "inputs": params["inputs"],
@@ -185,7 +197,7 @@ def build_manifest(params: dict[str, Any], runner: Runner) -> tuple[dict[str, An
             for item in params["precious"]
         ],
     }
-    return manifest, problems + probe_problems + state_problems
+    return manifest, problems + probe_problems + state_problems, warnings
 
 
 def merge_partial(last: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
@@ -209,17 +221,17 @@ def read_record(path: str) -> dict[str, Any] | None:
 
 def record(
     params: dict[str, Any], path: str, runner: Runner
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[dict[str, Any] | None, list[str], list[str]]:
     """The record to write at `path`: all of it, or after a partial run only what that run
     writes, read again, over the last record."""
     if not params["partial"]:
         return build_manifest(params, runner)
     last = read_record(path)
     if last is None:
-        return None, []
+        return None, [], []
     unread = ("packages", "services", "boot_units", "held_packages", "precious")
-    fresh, problems = build_manifest({**params, **{key: [] for key in unread}}, runner)
-    return merge_partial(last, fresh), problems
+    fresh, problems, warnings = build_manifest({**params, **{key: [] for key in unread}}, runner)
+    return merge_partial(last, fresh), problems, warnings
 
 
 def write_if_changed(path: str, manifest: dict[str, Any], check_mode: bool) -> bool:
@@ -264,7 +276,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     path = os.path.join(module.params["dir"], f"{module.params['role']}.json")
-    manifest, problems = record(module.params, path, run)
+    manifest, problems, warnings = record(module.params, path, run)
     if manifest is None:
         module.exit_json(changed=False, manifest={}, path=path, msg="no record to update")
         return
@@ -272,6 +284,8 @@ def main() -> None:
         module.fail_json(msg="; ".join(problems), manifest=manifest, path=path)
     for problem in problems:  # check mode: what is not installed yet is no failure
         module.warn(problem)
+    for warning in warnings:
+        module.warn(warning)
     changed = write_if_changed(path, manifest, module.check_mode)
     module.exit_json(changed=changed, manifest=manifest, path=path)
 

@@ -51,9 +51,9 @@ class Host:
         return self.answers.get(key, (127, "", f"{key}: not found"))
 
 
-def record(tmp_path: Path, host: Host, **what: Any) -> dict[str, Any]:
-    """The record role_manifest writes for `what` (its files under tmp_path)."""
-    params = {
+def params_of(**what: Any) -> dict[str, Any]:
+    """role_manifest's parameters for `what`, the rest empty."""
+    return {
         "role": "common",
         "inputs": "digest-1",
         "files": [],
@@ -67,8 +67,12 @@ def record(tmp_path: Path, host: Host, **what: Any) -> dict[str, Any]:
         "precious": [],
         **what,
     }
-    manifest, problems = role_manifest.build_manifest(params, host)
-    assert problems == []
+
+
+def record(tmp_path: Path, host: Host, **what: Any) -> dict[str, Any]:
+    """The record role_manifest writes for `what` (its files under tmp_path)."""
+    manifest, problems, warnings = role_manifest.build_manifest(params_of(**what), host)
+    assert problems == warnings == []
     return manifest
 
 
@@ -179,6 +183,52 @@ def test_a_probe_counts_only_the_keys_it_keeps() -> None:
     # a failing command reads as a change too: its exit status counts
     host.answers["ceph osd pool ls detail --format json"] = (1, "", "timed out")
     assert role_record.probe_digest("ceph osd pool ls detail --format json", spec, host) != before
+
+
+class SlowOnce(Host):
+    """A loaded host: the first `slow` asks of each command get no answer in time."""
+
+    def __init__(self, slow: int) -> None:
+        super().__init__()
+        self.slow = slow
+        self.asked: dict[str, int] = {}
+
+    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
+        key = argv[2] if argv[:2] == ["/bin/sh", "-c"] else argv[0]
+        self.asked[key] = self.asked.get(key, 0) + 1
+        if key != "systemctl" and self.asked[key] <= self.slow:
+            return role_record.TIMED_OUT, "", "no answer"
+        return super().__call__(argv)
+
+
+PROBES = [
+    {"name": "the host name", "command": "hostname"},
+    {"name": "the pools", "command": "ceph osd pool ls detail --format json", "keep": ["size"]},
+]
+
+
+def test_a_probe_unanswered_in_the_burst_is_asked_again_alone(tmp_path: Path) -> None:
+    calm = record(tmp_path, Host(), probes=PROBES)
+    loaded = SlowOnce(slow=1)
+    assert record(tmp_path, loaded, probes=PROBES) == calm
+    assert loaded.asked["hostname"] == 2
+    assert role_record.differences(calm, SlowOnce(slow=1)) == []
+
+
+def test_a_probe_never_answered_is_a_warning_and_drift_says_so(tmp_path: Path) -> None:
+    calm = record(tmp_path, Host(), probes=PROBES)
+    manifest, problems, warnings = role_manifest.build_manifest(
+        params_of(probes=PROBES), SlowOnce(slow=2)
+    )
+    assert problems == []
+    assert [w.split(":")[0] for w in warnings] == ["probe the host name", "probe the pools"]
+    # recorded as it read, so the stage gate runs the stage next time
+    assert manifest["probes"] != calm["probes"]
+    found = role_record.differences(calm, SlowOnce(slow=2))
+    assert found == [
+        f"the host name: no answer within {role_record.PROBE_TIMEOUT_S} s, twice",
+        f"the pools: no answer within {role_record.PROBE_TIMEOUT_S} s, twice",
+    ]
 
 
 def test_dotted_keys_keep_a_part_of_each_item_of_a_list() -> None:

@@ -49,7 +49,7 @@ def runner(outputs: dict[str, tuple[int, str, str]]) -> Any:
 def test_files_are_recorded_with_their_checksum_and_a_missing_one_as_null(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=lab\n")
-    manifest, problems = module.build_manifest(
+    manifest, problems, _ = module.build_manifest(
         params(files=[str(conf), str(tmp_path / "gone")]), runner({})
     )
     assert problems == []
@@ -61,16 +61,16 @@ def test_files_are_recorded_with_their_checksum_and_a_missing_one_as_null(tmp_pa
 
 def test_held_packages_are_recorded_at_their_version_and_unheld_ones_refused() -> None:
     run = runner({"dpkg-query": (0, DPKG, "")})
-    manifest, problems = module.build_manifest(params(held_packages=["slurm-client"]), run)
+    manifest, problems, _ = module.build_manifest(params(held_packages=["slurm-client"]), run)
     assert manifest["held_packages"] == {"slurm-client": "22.05.8-4+deb12u3"}
     assert problems == []
-    _, problems = module.build_manifest(params(held_packages=["slurmd", "slurmctld"]), run)
+    _, problems, _ = module.build_manifest(params(held_packages=["slurmd", "slurmctld"]), run)
     assert problems == ["slurmctld is not installed", "slurmd is not held (selection install)"]
 
 
 def test_a_table_is_recorded_as_nft_lists_it_without_blank_lines() -> None:
     run = runner({"nft": (0, RULESET, "")})
-    manifest, _ = module.build_manifest(params(nftables_tables=["inet cluster_plan"]), run)
+    manifest, _, _ = module.build_manifest(params(nftables_tables=["inet cluster_plan"]), run)
     assert manifest["nftables"]["inet cluster_plan"] == (
         "table inet cluster_plan {\n\tchain input {\n\t\ttcp dport 22 accept\n\t}\n}"
     )
@@ -110,7 +110,7 @@ def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
     hosts.write_text("10.0.0.1 head01\n")
     conf.write_text("ClusterName=lab\n")
     path = str(tmp_path / "common.json")
-    full, _ = module.build_manifest(
+    full, _, _ = module.build_manifest(
         params(files=[str(hosts), str(conf)], inputs="digest-of-the-full-run"), runner({})
     )
     full["packages"] = {"chrony": True}  # read by the full run; a partial run must keep it
@@ -121,7 +121,7 @@ def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
     full["probes"] = {"the host name": {"command": "hostname", "digest": "old"}}
     Path(path).write_text(json.dumps(full))
     probe = {"name": "the host name", "command": "hostname"}
-    partial, problems = module.record(
+    partial, problems, _ = module.record(
         params(files=[str(hosts)], packages=["chrony"], probes=[probe], inputs="x", partial=True),
         path,
         runner({"/bin/sh": (0, "head01\n", "")}),
@@ -133,7 +133,7 @@ def test_a_partial_run_rereads_its_files_keeps_the_rest_and_empties_the_inputs(
     assert partial["files"][str(conf)] == full["files"][str(conf)]
     assert partial["packages"] == {"chrony": True}
     assert partial["inputs"] == ""  # the stage gate runs the stage in full next time
-    full_again, _ = module.record(
+    full_again, _, _ = module.record(
         params(files=[str(hosts)], inputs="d", partial=False), path, runner({})
     )
     assert full_again["inputs"] == "d" and str(conf) not in full_again["files"]
@@ -145,7 +145,7 @@ def test_a_partial_run_without_a_last_record_writes_none(tmp_path: Path) -> None
     hosts.write_text("10.0.0.1 head01\n")
     (tmp_path / "common.json").write_text("{broken")
     for path in (tmp_path / "common.json", tmp_path / "none.json"):
-        partial, problems = module.record(
+        partial, problems, _ = module.record(
             params(files=[str(hosts)], inputs="x", partial=True), str(path), runner({})
         )
         assert partial is None and problems == []
