@@ -56,12 +56,18 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 def merge(runs: list[str], installs_s: float, whole_s: float) -> dict[str, float]:
     phases: dict[str, float] = {"installs": installs_s}
+    busy: dict[str, float] = {}
+    cores = os.cpu_count() or 1
     durations: list[str] = []
     for run in runs:
         data = REPORTS / f"{run}.phases.json"
         if data.is_file():
-            for phase, seconds in json.loads(data.read_text())["phases"].items():
+            summary = json.loads(data.read_text())
+            for phase, seconds in summary["phases"].items():
                 phases[phase] = phases.get(phase, 0.0) + seconds
+            for phase, seconds in (summary.get("busy_cpu_s") or {}).items():
+                busy[phase] = busy.get(phase, 0.0) + seconds
+            cores = summary.get("cores") or cores
         listed = REPORTS / f"{run}.durations.txt"
         if listed.is_file():
             durations += listed.read_text().splitlines()[1:]
@@ -70,16 +76,31 @@ def merge(runs: list[str], installs_s: float, whole_s: float) -> dict[str, float
     header = f"{'total':>9} {'setup':>9} {'call':>9} {'teardown':>9}  phase / test"
     (REPORTS / "durations.txt").write_text("\n".join([header, *durations]) + "\n")
     (REPORTS / "phases.json").write_text(json.dumps(phases, indent=2) + "\n")
+    (REPORTS / "busy.json").write_text(json.dumps({"cores": cores, "busy_cpu_s": busy}) + "\n")
     return phases
+
+
+def busy_cores(phase: str, seconds: float) -> str:
+    """How many of the machine's cores were busy on average in the phase, as `1.7 of 2`."""
+    try:
+        measured = json.loads((REPORTS / "busy.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    cpu = measured["busy_cpu_s"].get(phase)
+    if cpu is None or seconds <= 0:
+        return ""
+    return f"{cpu / seconds:4.1f} of {measured['cores']}"
 
 
 def print_phases(phases: dict[str, float], budget: dict[str, float]) -> None:
     print("\nphases of this `make test` (reports/phases.json; every test: reports/durations.txt)")
-    print(f"{'phase':<22} {'seconds':>9} {'budget':>9}")
+    print(f"{'phase':<22} {'seconds':>9} {'budget':>9}  cores busy")
     for phase in sorted(phases, key=lambda p: ORDER.index(p) if p in ORDER else len(ORDER)):
         limit = budget.get(phase)
         shown = f"{limit:9.0f}" if limit is not None else f"{'-':>9}"
-        print(f"{phase:<22} {phases[phase]:9.1f} {shown}")
+        print(
+            f"{phase:<22} {phases[phase]:9.1f} {shown}  {busy_cores(phase, phases[phase])}".rstrip()
+        )
     for phase, seconds in phases.items():
         limit = budget.get(phase)
         if limit is not None and seconds > limit:

@@ -8,6 +8,10 @@ A test's phase comes from its markers and path; the session lab's bring-up and t
 first asked for them, so each is a phase of its own (the lab's take-down falls in the
 teardown of the session's last test). Under pytest-xdist the phases split the wall time as
 they split the summed test time.
+
+Each phase also gets the machine's busy CPU-seconds over its spans (all cores, whatever ran
+them: the lab's nodes, the background converge): CPU left idle in a long phase is room for
+work to overlap, a phase at every core's limit is not.
 """
 
 from __future__ import annotations
@@ -43,6 +47,17 @@ OWN_LABS = {
 }
 
 
+def machine_busy_s() -> float:
+    """CPU-seconds the machine's cores have spent busy since boot (/proc/stat: all but idle
+    and iowait); 0 where there is no /proc."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def phase_of(item: pytest.Item) -> str:
     path = item.nodeid.split("::", 1)[0]
     if path in OWN_LABS:
@@ -69,13 +84,25 @@ class Recorder:
     nested: list[float] = field(default_factory=list)
     current: str = ""
     carved_from_current: float = 0.0
+    busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    busy_mark: float = field(default_factory=machine_busy_s)
+    current_phase: str = NON_LAB
+    carving: list[str] = field(default_factory=list)  # the carved phases open, innermost last
 
     def pytest_sessionstart(self) -> None:
         self.started = time.monotonic()
+        self.busy_mark = machine_busy_s()
+
+    def charge(self, phase: str) -> None:
+        """The machine's busy CPU since the last span ended goes to `phase`."""
+        now = machine_busy_s()
+        self.busy[phase] += max(0.0, now - self.busy_mark)
+        self.busy_mark = now
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
         self.current, self.carved_from_current = item.nodeid, 0.0
+        self.current_phase = phase_of(item)
         return (yield)
 
     @pytest.hookimpl(wrapper=True)
@@ -85,9 +112,12 @@ class Recorder:
             return (yield)
         start = time.monotonic()
         self.nested.append(0.0)
+        self.charge(self.carving[-1] if self.carving else self.current_phase)
+        self.carving.append(phase)
         try:
             return (yield)
         finally:
+            self.charge(self.carving.pop())  # a nested carve charged its own span already
             spent = time.monotonic() - start
             self.carved[phase] += spent - self.nested.pop()  # converge asks for the lab
             if self.nested:
@@ -101,6 +131,7 @@ class Recorder:
             duration = max(0.0, duration - self.carved_from_current)
         self.tests[report.nodeid][report.when] = duration
         self.phase[report.nodeid] = str(dict(report.user_properties).get("phase", NON_LAB))
+        self.charge(self.phase[report.nodeid])
 
     def totals(self, wall: float, workers: int) -> dict[str, float]:
         summed: dict[str, float] = defaultdict(float)
@@ -129,6 +160,9 @@ class Recorder:
             "wall_s": round(wall, 1),
             "workers": workers,
             "phases": {k: round(v, 1) for k, v in self.totals(wall, workers).items()},
+            # the machine's busy CPU-seconds in each phase's spans, of `cores` cores
+            "busy_cpu_s": {k: round(v, 1) for k, v in self.busy.items() if v},
+            "cores": os.cpu_count(),
             # the converge's own runs: they overlap the tests that need no lab, so the
             # "converge" phase above is only what the converged lab's tests waited for them
             "converge_runs_s": converge_runs_s(),

@@ -28,7 +28,10 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def converged_lab():
-    time.sleep(0.3)
+    # busy for 0.3 s of its own CPU, as the converge keeps the machine busy
+    started = time.process_time()
+    while time.process_time() - started < 0.3:
+        pass
 """
 TESTS_FILE = """
 import pytest
@@ -90,9 +93,12 @@ def test_phases_keep_every_test_and_carve_the_converge_out(tmp_path: Path) -> No
         tmp_path, "-p", "support.phases", "--phases=x", CLUSTER_PLAN_REPORTS=str(reports)
     )
     assert run.returncode == 0, run.stdout
-    phases = json.loads((reports / "x.phases.json").read_text())["phases"]
+    summary = json.loads((reports / "x.phases.json").read_text())
+    phases = summary["phases"]
     assert set(phases) == {"non-lab tests", "lab changes", "converge"}
-    assert phases["converge"] >= 0.3  # the fixture's sleep, a lower bound
+    assert phases["converge"] >= 0.3  # the fixture's busy loop, a lower bound
+    # the machine was busy at least that much in the converge's span, and it is charged there
+    assert summary["busy_cpu_s"]["converge"] >= 0.25 and summary["cores"] == os.cpu_count()
     listed = (reports / "x.durations.txt").read_text()
     assert "lab changes / test_inner.py::test_changes_the_lab" in listed
     assert "non-lab tests / test_inner.py::test_plain" in listed
@@ -100,13 +106,19 @@ def test_phases_keep_every_test_and_carve_the_converge_out(tmp_path: Path) -> No
 
 
 def _run_files(
-    reports: Path, name: str, failures: int, phases: dict[str, float], slowest: float
+    reports: Path,
+    name: str,
+    failures: int,
+    phases: dict[str, float],
+    slowest: float,
+    busy: dict[str, float] | None = None,
 ) -> None:
     (reports / f"{name}.xml").write_text(
         f'<testsuites><testsuite tests="5" failures="{failures}" errors="0" skipped="1"/>'
         "</testsuites>"
     )
-    (reports / f"{name}.phases.json").write_text(json.dumps({"phases": phases}))
+    summary = {"phases": phases, "busy_cpu_s": busy or {}, "cores": 2}
+    (reports / f"{name}.phases.json").write_text(json.dumps(summary))
     (reports / f"{name}.durations.txt").write_text(f"header\n{slowest:9.2f} 0 0 0  p / {name}\n")
 
 
@@ -117,11 +129,18 @@ def test_the_end_of_make_test_merges_warns_over_budget_and_counts_last(
     monkeypatch.setattr(phase_report, "REPORTS", tmp_path)
     monkeypatch.setattr(phase_report, "BUDGET", tmp_path / "budget.json")
     _run_files(tmp_path, "nonlab", 0, {"non-lab tests": 5.0}, slowest=2.0)
-    _run_files(tmp_path, "labrun", 1, {"converge": 12.5, "lab": 3.0}, slowest=12.0)
+    _run_files(
+        tmp_path, "labrun", 1, {"converge": 12.5, "lab": 3.0}, slowest=12.0, busy={"lab": 4.5}
+    )
     code = phase_report.main(["--started", "100", "--tests-started", "130", "nonlab:0", "labrun:1"])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert out[-1] == "7 passed, 1 failed, 2 skipped"  # CI reads the last line
+    # the lab phase kept 4.5 CPU-seconds busy in 3 s: 1.5 of the 2 cores
+    assert [line.split() for line in out if line.startswith("lab ")] == [
+        ["lab", "3.0", "99", "1.5", "of", "2"]
+    ]
+    assert [line.split() for line in out if line.startswith("converge")][0][-1] == "10"
     warnings = [line for line in out if line.startswith("WARNING")]
     assert len(warnings) == 1 and "'converge' took 12 s, over its budget of 10 s" in warnings[0]
     merged = json.loads((tmp_path / "phases.json").read_text())
