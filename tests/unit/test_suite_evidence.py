@@ -140,7 +140,7 @@ def test_the_end_of_make_test_merges_warns_over_budget_and_counts_last(
     assert [line.split() for line in out if line.startswith("lab ")] == [
         ["lab", "3.0", "99", "1.5", "of", "2"]
     ]
-    assert [line.split() for line in out if line.startswith("converge")][0][-1] == "10"
+    assert next(line.split() for line in out if line.startswith("converge"))[-1] == "10"
     warnings = [line for line in out if line.startswith("WARNING")]
     assert len(warnings) == 1 and "'converge' took 12 s, over its budget of 10 s" in warnings[0]
     merged = json.loads((tmp_path / "phases.json").read_text())
