@@ -74,6 +74,14 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.user_properties.append(("phase", phase_of(item)))
 
 
+@dataclass
+class Carve:
+    """A carved fixture's setup in progress: its phase, and the seconds carved inside it."""
+
+    phase: str
+    inner_s: float = 0.0
+
+
 @dataclass(eq=False)  # registered as a plugin: hashed by identity
 class Recorder:
     name: str
@@ -81,13 +89,12 @@ class Recorder:
     tests: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     phase: dict[str, str] = field(default_factory=dict)
     carved: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    nested: list[float] = field(default_factory=list)
+    nested: list[Carve] = field(default_factory=list)  # the carves open, innermost last
     current: str = ""
     carved_from_current: float = 0.0
     busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     busy_mark: float = field(default_factory=machine_busy_s)
     current_phase: str = NON_LAB
-    carving: list[str] = field(default_factory=list)  # the carved phases open, innermost last
 
     def pytest_sessionstart(self) -> None:
         self.started = time.monotonic()
@@ -111,17 +118,16 @@ class Recorder:
         if phase is None:
             return (yield)
         start = time.monotonic()
-        self.nested.append(0.0)
-        self.charge(self.carving[-1] if self.carving else self.current_phase)
-        self.carving.append(phase)
+        self.charge(self.nested[-1].phase if self.nested else self.current_phase)
+        self.nested.append(Carve(phase))
         try:
             return (yield)
         finally:
-            self.charge(self.carving.pop())  # a nested carve charged its own span already
+            self.charge(phase)  # a nested carve charged its own span already
             spent = time.monotonic() - start
-            self.carved[phase] += spent - self.nested.pop()  # converge asks for the lab
+            self.carved[phase] += spent - self.nested.pop().inner_s  # converge asks for the lab
             if self.nested:
-                self.nested[-1] += spent
+                self.nested[-1].inner_s += spent
             else:
                 self.carved_from_current += spent
 
