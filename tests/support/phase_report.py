@@ -54,7 +54,10 @@ def junit_counts(path: Path) -> dict[str, int]:
     return counts
 
 
-def merge(runs: list[str], installs_s: float, whole_s: float) -> dict[str, float]:
+Merged = tuple[dict[str, float], dict[str, float], int]  # phases, busy CPU-s, cores
+
+
+def merge(runs: list[str], installs_s: float, whole_s: float) -> Merged:
     phases: dict[str, float] = {"installs": installs_s}
     busy: dict[str, float] = {}
     cores = os.cpu_count() or 1
@@ -77,30 +80,25 @@ def merge(runs: list[str], installs_s: float, whole_s: float) -> dict[str, float
     (REPORTS / "durations.txt").write_text("\n".join([header, *durations]) + "\n")
     (REPORTS / "phases.json").write_text(json.dumps(phases, indent=2) + "\n")
     (REPORTS / "busy.json").write_text(json.dumps({"cores": cores, "busy_cpu_s": busy}) + "\n")
-    return phases
+    return phases, busy, cores
 
 
-def busy_cores(phase: str, seconds: float) -> str:
-    """How many of the machine's cores were busy on average in the phase, as `1.7 of 2`."""
-    try:
-        measured = json.loads((REPORTS / "busy.json").read_text())
-    except (OSError, ValueError):
+def busy_cores(cpu_s: float | None, seconds: float, cores: int) -> str:
+    """How many of the machine's cores were busy on average in a phase, as `1.7 of 2`."""
+    if cpu_s is None or seconds <= 0:
         return ""
-    cpu = measured["busy_cpu_s"].get(phase)
-    if cpu is None or seconds <= 0:
-        return ""
-    return f"{cpu / seconds:4.1f} of {measured['cores']}"
+    return f"{cpu_s / seconds:4.1f} of {cores}"
 
 
-def print_phases(phases: dict[str, float], budget: dict[str, float]) -> None:
+def print_phases(merged: Merged, budget: dict[str, float]) -> None:
+    phases, busy_cpu_s, cores = merged
     print("\nphases of this `make test` (reports/phases.json; every test: reports/durations.txt)")
     print(f"{'phase':<22} {'seconds':>9} {'budget':>9}  cores busy")
     for phase in sorted(phases, key=lambda p: ORDER.index(p) if p in ORDER else len(ORDER)):
         limit = budget.get(phase)
         shown = f"{limit:9.0f}" if limit is not None else f"{'-':>9}"
-        print(
-            f"{phase:<22} {phases[phase]:9.1f} {shown}  {busy_cores(phase, phases[phase])}".rstrip()
-        )
+        used = busy_cores(busy_cpu_s.get(phase), phases[phase], cores)
+        print(f"{phase:<22} {phases[phase]:9.1f} {shown}  {used}".rstrip())
     for phase, seconds in phases.items():
         limit = budget.get(phase)
         if limit is not None and seconds > limit:
@@ -120,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     REPORTS.mkdir(exist_ok=True)
     started = args.started or time.time()
     installs = (args.tests_started or started) - started
-    phases = merge([name for name, _ in runs], installs, time.time() - started)
+    merged = merge([name for name, _ in runs], installs, time.time() - started)
     budget = {k: float(v) for k, v in json.loads(BUDGET.read_text())["seconds"].items()}
-    print_phases(phases, budget)
+    print_phases(merged, budget)
     total = {"passed": 0, "failed": 0, "skipped": 0}
     bad = False
     for name, code in runs:
