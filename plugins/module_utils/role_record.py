@@ -26,6 +26,8 @@ from typing import Any
 Runner = Callable[[list[str]], tuple[int, str, str]]
 PROBE_TIMEOUT_S = 30
 TIMED_OUT = 124
+# a probe asked twice, in the burst and alone, with no answer either time
+UNANSWERED = f"no answer within {PROBE_TIMEOUT_S} s, twice"
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
@@ -288,7 +290,7 @@ def differences(record: dict[str, Any], runner: Runner) -> list[str]:
             reasons.append(f"nftables table {table} changed")
     for name, probe in _recorded(record, "probes"):
         if name in live["unanswered"]:
-            reasons.append(f"{name}: no answer within {PROBE_TIMEOUT_S} s, twice")
+            reasons.append(f"{name}: {UNANSWERED}")
         elif live["probes"][name]["digest"] != probe.get("digest"):
             reasons.append(f"{name} changed")
     return list(dict.fromkeys(reasons))

@@ -20,7 +20,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.cluster_plan.cluster.plugins.module_utils.role_record import (
-    PROBE_TIMEOUT_S,
+    UNANSWERED,
     Runner,
     live_state,
     run,
@@ -185,8 +185,7 @@ def build_manifest(params: dict[str, Any], runner: Runner) -> Reading:
     state.pop("active")  # every service listed must be active: nothing to keep
     # Recorded as it read (no answer), so the next run's stage gate runs the stage again.
     warnings = [
-        f"probe {name}: no answer within {PROBE_TIMEOUT_S} s, twice; recorded as unanswered"
-        for name in state.pop("unanswered")
+        f"probe {name}: {UNANSWERED}; recorded as unanswered" for name in state.pop("unanswered")
     ]
     manifest = {
         "role": params["role"],
