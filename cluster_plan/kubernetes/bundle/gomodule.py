@@ -5,8 +5,8 @@ requires it: `go install module@version` refuses modules whose go.mod has `repla
 directives, and both have them. A dependency's `replace` directives are ignored, so each one
 that points into the upstream repository (`k8s.io/api => ./staging/src/k8s.io/api`,
 `go.etcd.io/etcd/api/v3 => ../api`) becomes a replace by the same module at the version the
-upstream release published it under. Kubernetes requires its staging modules as the
-placeholder v0.0.0 and publishes them as v0.<minor>.<patch> of its v1.<minor>.<patch>.
+upstream release published it under. Kubernetes requires its staging modules at v0.0.0, a
+version never published, and publishes them as v0.<minor>.<patch> of its v1.<minor>.<patch>.
 
 The upstream module's `go` and `godebug` lines are carried over: the main module's go
 version sets a binary's GODEBUG defaults, so without them the binaries would not behave as
@@ -22,7 +22,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-PLACEHOLDER = "v0.0.0"
+UNPUBLISHED = "v0.0.0"  # what Kubernetes' go.mod requires its staging modules at
 WRAPPER_PREFIX = "cluster-plan.local/bundle"
 _RELEASE = re.compile(r"^v1\.([0-9]+)\.([0-9]+)$")
 _GO_VERSION = re.compile(r"^(?:go)?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
@@ -67,20 +67,20 @@ def staging_version(version: str) -> str:
 def replaces(modules: Sequence[UpstreamModule]) -> dict[str, str]:
     """Module path -> version for every in-repository replace of the required modules.
 
-    A module that requires placeholders (Kubernetes) publishes every module of its
+    A module that requires others at UNPUBLISHED (Kubernetes) publishes every module of its
     repository at its own version, so all of them are pinned there, required or not, as in
     its own build. Otherwise a replaced module the go.mod does not require (etcd's
     FORBIDDEN_DEPENDENCY guards) is left out: nothing can pull it in."""
     chosen: dict[str, str] = {}
     for module in modules:
-        staging = PLACEHOLDER in module.requires.values()
+        staging = UNPUBLISHED in module.requires.values()
         for path in module.local_replaces:
             required = module.requires.get(path)
             if required is None and not staging:
                 continue
             version = (
                 staging_version(module.version)
-                if required in (None, PLACEHOLDER)
+                if required in (None, UNPUBLISHED)
                 else str(required)
             )
             if chosen.setdefault(path, version) != version:
