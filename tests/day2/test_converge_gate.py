@@ -46,8 +46,12 @@ class Host:
             "hostname": (0, "cpu01\n", ""),
         }
 
+    @staticmethod
+    def key(argv: list[str]) -> str:
+        return argv[2] if argv[:2] == ["/bin/sh", "-c"] else argv[0]
+
     def __call__(self, argv: list[str]) -> tuple[int, str, str]:
-        key = argv[2] if argv[:2] == ["/bin/sh", "-c"] else argv[0]
+        key = self.key(argv)
         return self.answers.get(key, (127, "", f"{key}: not found"))
 
 
@@ -194,7 +198,7 @@ class SlowOnce(Host):
         self.asked: dict[str, int] = {}
 
     def __call__(self, argv: list[str]) -> tuple[int, str, str]:
-        key = argv[2] if argv[:2] == ["/bin/sh", "-c"] else argv[0]
+        key = self.key(argv)
         self.asked[key] = self.asked.get(key, 0) + 1
         if key != "systemctl" and self.asked[key] <= self.slow:
             return role_record.TIMED_OUT, "", "no answer"
