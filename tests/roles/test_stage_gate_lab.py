@@ -1,10 +1,11 @@
 """The stage gate of site.yml on the converged session lab (playbooks/tasks/stage_gate.yml).
 
-A re-run where nothing changed skips every gated stage (common, ceph, nfs, slurm, software,
-backup, monitoring) and changes nothing; the idempotence run before it ran every stage in full
-(`-e site_converge_when=always`). Then one hand change of each kind the records hold, spread
-over the stages and hosts: the next site.yml runs exactly the stages they touch, says why,
-puts every one of them right, and the run after it skips every stage again.
+The idempotence run ran every stage in full (`-e site_converge_when=always`). After it the
+session converge made one hand change of each kind the records hold, spread over the stages
+and hosts (support.hand_changes), and ran site.yml: that run runs exactly the stages they
+touch, says why, and puts every one of them right. The re-run after it, where nothing
+changed, skips every gated stage (common, ceph, nfs, slurm, software, backup, monitoring) on
+every host and changes nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from lab_helpers import PLAN, on_node
+from lab_helpers import on_node
+from support.hand_changes import CHANGES
 
 # The shared session fixtures (`lab`, `converged_lab`), requested below.
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
-from support.playbooks import changed_lines, playbook, recap
+from support.playbooks import changed_lines, recap
 
 pytestmark = pytest.mark.lab
 GATED = ("common", "ceph", "nfs", "slurm", "software", "backup", "monitoring")
@@ -41,8 +43,10 @@ def no_change(output: str) -> dict[str, int]:
 def test_a_rerun_where_nothing_changed_skips_every_gated_stage(converged_lab: Converged) -> None:  # noqa: F811
     converged_lab.require_converged()
     second, gated = converged_lab.second, converged_lab.gated
-    if second is None or gated is None:
+    if second is None:
         pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
+    hand = converged_lab.hand.run if converged_lab.hand is not None else None
+    assert gated is not None, "no gated re-run: " + (hand.output[-4000:] if hand else "")
     assert skipped_stages(second.output) == {}  # the idempotence run ran every stage
     assert gated.ok, gated.result.stdout[-4000:]
     assert no_change(gated.output) == {}, "\n".join(changed_lines(gated.output))
@@ -65,41 +69,18 @@ def test_a_rerun_where_nothing_changed_skips_every_gated_stage(converged_lab: Co
     print(f"re-run: {gated.seconds:.0f} s through the gate, {second.seconds:.0f} s in full")
 
 
-# One hand change per kind of record, each on its stage's hosts: (host, change, check that
-# reads the planned state back, the stage that must run).
-KEYS = "/var/lib/cluster-plan-borg/.ssh/authorized_keys"
-CHANGES: list[tuple[str, str, str, str]] = [
-    ("cpu01", "chmod 0600 /etc/hosts", "stat -c %a /etc/hosts", "common"),  # a file's mode
-    ("cpu01", "hostname changed-by-hand", "hostname", "common"),  # a probe
-    ("gpu02", "systemctl disable chrony", "systemctl is-enabled chrony", "common"),  # boot
-    ("gpu02", "usermod -s /bin/sh alice", "getent passwd alice", "common"),  # an account
-    ("stor01", "ceph osd pool set datasets min_size 2",
-     "ceph osd pool get datasets min_size", "ceph"),  # cluster state, on the first monitor
-    ("head01", "systemctl disable ceph-mgr@head01",
-     "systemctl is-enabled ceph-mgr@head01", "ceph"),
-    ("head01", "systemctl disable nfs-ganesha", "systemctl is-enabled nfs-ganesha", "nfs"),
-    ("head01", "sacctmgr -i modify qos inference set priority=1",
-     "sacctmgr -nP show qos inference format=Priority", "slurm"),  # the accounting database
-    ("gpu01", "rm /etc/slurm/cgroup.conf",
-     "test -f /etc/slurm/cgroup.conf && echo present", "slurm"),  # a file gone
-    # on the backup host, a line a node's run wrote there
-    ("head01", f"sed -i /cluster-plan-backup:infer01/d {KEYS}",
-     f"grep -c cluster-plan-backup:infer01 {KEYS}", "backup"),
-]  # fmt: skip
-
-
-@pytest.mark.lab_changes
-@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_hand_changes_run_their_stages_and_are_put_right(converged_lab: Converged) -> None:  # noqa: F811
+    """The session converge made the ten hand changes (support.hand_changes) after its
+    idempotence run, then ran site.yml; the gated re-run above came after that run."""
     converged_lab.require_converged()
-    changes = CHANGES
-    planned = {(host, check): sh(host, check) for host, _, check, _ in changes}
-    for host, change, _, _ in changes:
-        sh(host, change)
-    run = playbook(PLAN, ["site.yml"])
-    assert run.ok, run.result.stdout[-4000:]
+    hand = converged_lab.hand
+    if hand is None:
+        pytest.skip("CLUSTER_PLAN_LAB_CONVERGED=1: no converge ran in this session")
+    assert hand.errors == [], hand.errors
+    run = hand.run
+    assert run is not None and run.ok, run.result.stdout[-4000:] if run else "no run"
     skipped = skipped_stages(run.output)
-    touched = {stage for *_, stage in changes}
+    touched = {stage for *_, stage in CHANGES}
     assert not touched & set(skipped), skipped
     assert set(GATED) - touched <= set(skipped), skipped
     reasons = why(run.output)
@@ -109,12 +90,11 @@ def test_hand_changes_run_their_stages_and_are_put_right(converged_lab: Converge
     assert "the pools changed" in reasons["stor01"]
     assert "the accounting database's QOS, accounts and users changed" in reasons["head01"]
     assert "file /etc/slurm/cgroup.conf is gone" in reasons["gpu01"]
-    for (host, check), value in planned.items():
+    # read after the gated re-run, which skipped every stage and changed nothing (above):
+    # what the lab holds now is what this run left
+    for (host, check), value in hand.planned.items():
         assert sh(host, check) == value, f"{host}: {check} not put right"
-    again = playbook(PLAN, ["site.yml"])
-    assert again.ok, again.result.stdout[-4000:]
-    assert set(skipped_stages(again.output)) == set(GATED), again.output[-4000:]
-    assert no_change(again.output) == {}, "\n".join(changed_lines(again.output))
+    print(f"hand changes put right in {run.seconds:.0f} s")
 
 
 def why(output: str) -> dict[str, str]:

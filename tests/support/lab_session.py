@@ -8,9 +8,10 @@ The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so
 developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
 exported so that Ansible run by tests reaches this lab through the inventory plugin.
 
-`converged_lab` runs site.yml three times on the session lab (the converge; the idempotence
-run, every stage in full and verbose; a re-run through the stage gate, as a user's re-run
-is), and `site.yml --check` beside the idempotence run, and hands every test the runs. Those
+`converged_lab` runs site.yml four times on the session lab (the converge; the idempotence
+run, every stage in full and verbose; after ten hand changes, the run that puts them right;
+a re-run through the stage gate, as a user's re-run is), and `site.yml --check` beside the
+idempotence run, and hands every test the runs. Those
 runs start in the background as soon as the lab tests that need no converge are done, while
 the tests that need no lab run (`converge_in_background`). Tests marked `lab_changes` change the
 shared lab (faults, growth) and restore it; they run after every other test of the session.
@@ -42,6 +43,8 @@ from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_tree
 from cluster_plan.plan.contract import ExpandedPlan
+from support import hand_changes
+from support.hand_changes import HandChanged
 from support.playbooks import Run, ansible_env, playbook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -299,11 +302,14 @@ class Converged:
     second: Run | None
     gated: Run | None = None
     check: Run | None = None
+    hand: HandChanged | None = None
     runs_s: float | None = None
 
     @property
     def outputs(self) -> list[str]:
-        return [run.output for run in (self.first, self.second, self.gated) if run is not None]
+        mended = self.hand.run if self.hand is not None else None
+        runs = (self.first, self.second, mended, self.gated)
+        return [run.output for run in runs if run is not None]
 
     def require_converged(self) -> None:
         """Fail the calling test when site.yml failed on the session lab."""
@@ -319,12 +325,14 @@ class Converged:
 
 
 class Runs(NamedTuple):
-    """The session converge's runs, in order; `check` ran beside `second`."""
+    """The session converge's runs, in order; `check` ran beside `second`, `hand` holds the
+    hand changes made after those two and the run that put them right, before `gated`."""
 
     first: Run
     second: Run | None
     gated: Run | None
     check: Run | None
+    hand: HandChanged | None = None
 
 
 _CONVERGED: list[Converged] = []
@@ -339,10 +347,11 @@ CHECK_STRATEGY = {"ANSIBLE_STRATEGY": "linear"}
 
 
 def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]], None]) -> Runs:
-    """site.yml three times on the session lab: the converge; every stage in full and
+    """site.yml four times on the session lab: the converge; every stage in full and
     verbose (the roles' own idempotence, no stage skipped by the stage gate; verbose on
-    purpose: secrets must stay hidden even then); straight after, before any test touches
-    the lab, a re-run where nothing changed, through the stage gate as a user's re-run is.
+    purpose: secrets must stay hidden even then); after ten hand changes (support.hand_changes),
+    the run that puts them right through the stage gate; then, before any test touches the
+    lab, a re-run where nothing changed, through the stage gate as a user's re-run is.
     `site.yml --check` (every stage, under Ansible's own linear strategy) runs beside the
     idempotence run: neither changes a converged lab, and one ansible-playbook leaves one of
     the two cores idle."""
@@ -361,10 +370,13 @@ def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]
                 on_start=on_start,
             )  # fmt: skip
             second, check = full.result(), checked.result()
-    gated = None
+    gated = hand = None
     if second is not None and second.ok:
-        gated = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
-    return Runs(first, second, gated, check)
+        hand = hand_changes.make(LAB_PLAN, env)
+        hand.run = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
+        if hand.run.ok:
+            gated = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
+    return Runs(first, second, gated, check, hand)
 
 
 class BackgroundConverge:
@@ -436,7 +448,7 @@ def converge_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def converged_lab(request: pytest.FixtureRequest) -> Converged:
-    """site.yml converged once per session on the session lab, and run twice more."""
+    """site.yml converged once per session on the session lab, and run three times more."""
     if _CONVERGED:
         return _CONVERGED[0]
     from cluster_plan.api import load_expanded
@@ -468,6 +480,8 @@ def converged_lab(request: pytest.FixtureRequest) -> Converged:
         print(f", idempotence run {runs.second.seconds:.0f}s", end="")
     if runs.check is not None:
         print(f" (--check beside it {runs.check.seconds:.0f}s)", end="")
+    if runs.hand is not None and runs.hand.run is not None:
+        print(f", after the hand changes {runs.hand.run.seconds:.0f}s", end="")
     if runs.gated is not None:
         print(f", gated re-run {runs.gated.seconds:.0f}s", end="")
     _CONVERGED.append(Converged(LAB_PLAN, expanded, *runs, runs_s=runs_s))
