@@ -32,6 +32,7 @@ from support.change_plans import (
 )
 from support.lab_session import Converged, converged_lab, lab  # noqa: F401
 from support.lab_state import running_hosts
+from support.waiting import wait_until
 
 from cluster_plan.api import load_expanded
 from cluster_plan.lab import images
@@ -94,6 +95,18 @@ def real_memory(host: str, node: str, plan: Path = PLAN) -> str:
     return re.search(r"RealMemory=(\d+)", line).group(1)  # type: ignore[union-attr]
 
 
+def squeue(job: str) -> tuple[str, str, str]:
+    """The job's (state, nodes, partition), as the controller has them."""
+    out = sh(CONTROLLER, f"squeue -h -j {job} -o '%T|%N|%P'")
+    state, nodes, partition = [*out.strip().split("|"), "", "", ""][:3]
+    return state, nodes, partition
+
+
+def sinfo_state(node: str) -> str:
+    """'COUNT STATE' of the node in the general partition."""
+    return sh(CONTROLLER, f"sinfo -h -p general -n {node} -o '%D %t'").strip()
+
+
 def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
     converged_lab: Converged,  # noqa: F811
     tmp_path: Path,
@@ -107,6 +120,7 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
     lab_plan = load_expanded(str(PLAN))
     mon = lab_plan["groups"]["ceph_mon"][0]
     mount = lab_plan["storage"]["ceph"]["cephfs"]["mount"]
+    jobs: list[str] = []
     try:
         # gpu01 writes files on the CephFS and checks them every 2 s until the storage node
         # is gone (a unit left by an earlier run is stopped first)
@@ -116,11 +130,22 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         sh("gpu01", f"cat > /root/cp-day2-sums <<'EOF'\n{sums}EOF\n{READER}")
         placed_before = acting_sets(mon)
         # -- add: cpu02 and osdn01 boot and converge in one run, every host learns of them,
-        # a job lands on cpu02, osdn01's OSDs take placement groups in its rack
+        # a job lands on cpu02, osdn01's OSDs take placement groups in its rack. A job that
+        # runs on the training pool meanwhile runs on through it, on the same node: the
+        # change restarts slurmctld, which only a restart teaches new nodes.
+        training = sbatch(CONTROLLER, "-p training -t 10 --wrap 'sleep 900'", CONTROLLER)
+        jobs.append(training)
+        running = wait_until(lambda: squeue(training), lambda row: row[0] == "RUNNING", 90, step=2)
+        assert running[0] == "RUNNING", running
+        slurmctld = sh(CONTROLLER, "systemctl show -p MainPID --value slurmctld").strip()
         started = time.monotonic()
         added = change(journal, PLAN, grown)
         seconds["add a compute and a storage node"] = time.monotonic() - started
         assert added.returncode == 0, added.stdout[-4000:] + added.stderr[-2000:]
+        restarted = sh(CONTROLLER, "systemctl show -p MainPID --value slurmctld").strip()
+        assert restarted not in ("0", slurmctld), (slurmctld, restarted)
+        assert squeue(training) == running
+        sh(CONTROLLER, f"scancel {training}")
         assert "1. add cpu02, osdn01" in added.stdout, added.stdout[-4000:]
         assert "cpu02: healthy" in added.stdout and "osdn01: healthy" in added.stdout
         # they joined a running lab, so they booted the bare base and the roles installed
@@ -147,6 +172,10 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         assert f"{address}\tcpu02.lab.internal cpu02" in sh(CONTROLLER, "cat /etc/hosts")
         ran = sh(CONTROLLER, "cd /tmp && timeout 120 srun -p general -w cpu02 -t 1 hostname")
         assert ran.split() == ["cpu02"]
+        idle = wait_until(
+            lambda: sinfo_state("cpu02"), lambda state: state == "1 idle", 120, step=2
+        )
+        assert idle == "1 idle", idle
         sh("cpu02", "command -v iperf3 fping", grown)  # it can take part in acceptance runs
 
         # -- upgrade: cpu01 fails its health check; the roll stops there, cpu02 untouched
@@ -249,6 +278,8 @@ def test_nodes_are_added_upgraded_in_turn_removed_under_work_and_replaced(
         checked = sh("cpu01", f"cat > /root/cp-day2-sums <<'EOF'\n{sums}EOF\n{check}")
         assert checked.split() == ["intact"], checked
     finally:
+        if jobs:
+            on_node(CONTROLLER, "scancel " + " ".join(jobs), timeout=60)
         on_node("cpu01", f"rm -f {FAULT} && systemctl daemon-reload", timeout=60)
         on_node("gpu01", "systemctl stop cp-day2-reader 2>/dev/null; true", timeout=60)
         # back to the lab plan's cluster whatever stopped

@@ -15,29 +15,22 @@ from __future__ import annotations
 
 import base64
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import lab_helpers
 import pytest
-import yaml
 from lab_helpers import (
     OUTSIDE,
-    PLAN,
-    cli,
     on_node,
     ssh_reachable,
 )
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `slurm` below.
 from support.lab_session import FULL_RUN, Converged, converged_lab, lab  # noqa: F401
-from support.playbooks import changed_lines, playbook, recap
-
-from cluster_plan.api import load_expanded
+from support.playbooks import changed_lines, recap
 
 pytestmark = pytest.mark.lab
 
@@ -368,64 +361,3 @@ def test_ssh_on_every_node_is_key_only_for_the_plans_users(slurm: SlurmLab):
         table.append(f"{host:<8} {'ok' if not missing else 'MISSING ' + ', '.join(missing)}")
         assert not missing, f"{host}: {sorted(missing)}"
     print("\nsshd -T per node:\n" + "\n".join(table))
-
-
-# --- change without killing work (last: it adds a node to the lab) -----------------------
-
-
-@pytest.mark.lab_changes
-@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
-def test_running_job_survives_a_rerun_that_adds_a_node(slurm: SlurmLab, tmp_path: Path):
-    """A plan change that adds compute nodes, rolled out while a job runs.
-
-    The lab cannot grow while it runs (`lab up` refuses a plan whose hosts changed), so the
-    nodes that join are ones the lab already runs: the new plan makes the storage node group
-    Slurm compute nodes of the CPU pool too. For Slurm it is the same change: new NodeName
-    lines, slurmctld and every slurmd restarted by the role.
-    """
-    plan = yaml.safe_load(PLAN.read_text())
-    group = next(
-        g
-        for g, spec in plan["node_groups"].items()
-        if "slurm_compute" not in spec.get("roles", [])
-        and "slurm_controller" not in spec.get("roles", [])
-    )
-    plan["node_groups"][group]["roles"].append("slurm_compute")
-    plan["node_groups"][group]["pool"] = "cpu"
-    bigger = tmp_path / "cluster.yml"
-    bigger.write_text(yaml.safe_dump(plan, sort_keys=False))
-    shutil.copy(PLAN.with_suffix(".lock.json"), tmp_path / "cluster.lock.json")
-    locked = cli("lock", str(bigger))
-    assert locked.returncode == 0, locked.stderr
-    grown = load_expanded(str(bigger))
-    added = sorted(set(grown["groups"]["slurm_compute"]) - set(slurm.group("slurm_compute")))
-    assert added
-
-    job = sbatch(slurm, "-p training -t 10 --wrap 'sleep 900'")
-    try:
-        before = wait_running(slurm, job)
-        assert before["state"] == "RUNNING"
-        # Only the scheduler stage changes (the plan changed roles only).
-        run = playbook(bigger, ["playbooks/slurm.yml"])
-        assert run.ok, run.result.stdout[-4000:]
-        restarted = [
-            ln
-            for ln in run.result.stdout.splitlines()
-            if ln.startswith("RUNNING HANDLER [slurm : Restart slurmctld]")
-        ]
-        assert restarted, "the rollout did not restart slurmctld"
-        after = squeue(slurm, job)
-        assert after == before, (before, after)
-        nodes = ",".join(added)
-        out = slurm.sh(
-            slurm.group("slurm_controller")[0],
-            f'timeout 120 sh -c \'until [ "$(sinfo -h -p general -n {nodes} -o %t)"'
-            f" = idle ]; do sleep 2; done'; sinfo -h -p general -n {nodes} -o '%D %t'",
-        )
-        assert out.split() == [str(len(added)), "idle"], out
-    finally:
-        scancel(slurm, job)
-        # The lab is shared with later tests: back to the lab plan's Slurm configuration.
-        playbook(PLAN, ["playbooks/slurm.yml"])
-        for host in added:
-            on_node(host, "systemctl disable --now slurmd")
