@@ -15,12 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.lab_session import (
-    LAB_PLAN,
-    session_claim,
-    sigint_default,
-    skip_unless_lab_machine,
-)
+from support.lab_session import LAB_PLAN, session_claim, skip_unless_lab_machine
+from support.playbooks import sigint_default
 
 from cluster_plan.lab import fabric, guard, lifecycle, node, state, status
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan

@@ -28,13 +28,8 @@ import pytest
 from lab_helpers import BIN, PLAN, ROOT, cli, on_node
 
 # The shared session fixtures (`lab`, `converged_lab`), requested by `ha` below.
-from support.lab_session import (  # noqa: F401
-    Converged,
-    converged_lab,
-    lab,
-    sigint_default,
-)
-from support.playbooks import ansible_env
+from support.lab_session import Converged, converged_lab, lab  # noqa: F401
+from support.playbooks import ansible_env, sigint_default
 
 pytestmark = pytest.mark.lab
 

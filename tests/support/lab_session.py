@@ -8,9 +8,10 @@ The session lab runs under its own id ($CLUSTER_PLAN_LAB_ID, default "test"), so
 developer's `make lab` (id "lab") is neither reused nor torn down by a test run; the id is
 exported so that Ansible run by tests reaches this lab through the inventory plugin.
 
-`converged_lab` runs site.yml four times on the session lab (the converge; the idempotence
+`converged_lab` runs site.yml six times on the session lab (the converge; the idempotence
 run, every stage in full and verbose; after ten hand changes, the run that puts them right;
-a re-run through the stage gate, as a user's re-run is), and `site.yml --check` beside the
+a re-run through the stage gate, as a user's re-run is; a run that loses a node part-way
+and the run after its return), and `site.yml --check` beside the
 idempotence run, and hands every test the runs. Those
 runs start in the background as soon as the lab tests that need no converge are done, while
 the tests that need no lab run (`converge_in_background`). Tests marked `lab_changes` change the
@@ -43,8 +44,9 @@ from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_tree
 from cluster_plan.plan.contract import ExpandedPlan
-from support import hand_changes
+from support import hand_changes, lost_node
 from support.hand_changes import HandChanged
+from support.lost_node import LostNode
 from support.playbooks import Run, ansible_env, playbook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,13 +67,6 @@ TOOLS = (
     "ssh-keygen",
     "losetup",
 )
-
-
-def sigint_default() -> None:
-    """preexec_fn for a lab command a test stops with SIGINT, as Ctrl-C in a terminal would:
-    a suite started in the background (`make test &`) inherits SIGINT ignored, and Python
-    then never raises KeyboardInterrupt, so the command would not stop."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def missing_prerequisites() -> list[str]:
@@ -303,12 +298,14 @@ class Converged:
     gated: Run | None = None
     check: Run | None = None
     hand: HandChanged | None = None
+    lost: LostNode | None = None
     runs_s: float | None = None
 
     @property
     def outputs(self) -> list[str]:
         mended = self.hand.run if self.hand is not None else None
-        runs = (self.first, self.second, mended, self.gated)
+        lost = (self.lost.lost, self.lost.again) if self.lost is not None else ()
+        runs = (self.first, self.second, mended, self.gated, *lost)
         return [run.output for run in runs if run is not None]
 
     def require_converged(self) -> None:
@@ -326,13 +323,15 @@ class Converged:
 
 class Runs(NamedTuple):
     """The session converge's runs, in order; `check` ran beside `second`, `hand` holds the
-    hand changes made after those two and the run that put them right, before `gated`."""
+    hand changes made after those two and the run that put them right, before `gated`;
+    `lost`, after it, the node lost in the middle of site.yml and the run after its return."""
 
     first: Run
     second: Run | None
     gated: Run | None
     check: Run | None
     hand: HandChanged | None = None
+    lost: LostNode | None = None
 
 
 _CONVERGED: list[Converged] = []
@@ -347,11 +346,12 @@ CHECK_STRATEGY = {"ANSIBLE_STRATEGY": "linear"}
 
 
 def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]], None]) -> Runs:
-    """site.yml four times on the session lab: the converge; every stage in full and
+    """site.yml six times on the session lab: the converge; every stage in full and
     verbose (the roles' own idempotence, no stage skipped by the stage gate; verbose on
     purpose: secrets must stay hidden even then); after ten hand changes (support.hand_changes),
     the run that puts them right through the stage gate; then, before any test touches the
-    lab, a re-run where nothing changed, through the stage gate as a user's re-run is.
+    lab, a re-run where nothing changed, through the stage gate as a user's re-run is; last
+    a run that loses a node part-way and the run after its return (support.lost_node).
     `site.yml --check` (every stage, under Ansible's own linear strategy) runs beside the
     idempotence run: neither changes a converged lab, and one ansible-playbook leaves one of
     the two cores idle."""
@@ -370,13 +370,18 @@ def converge_runs(env: dict[str, str], on_start: Callable[[subprocess.Popen[str]
                 on_start=on_start,
             )  # fmt: skip
             second, check = full.result(), checked.result()
-    gated = hand = None
+    gated = hand = lost = None
     if second is not None and second.ok:
         hand = hand_changes.make(LAB_PLAN, env)
         hand.run = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
         if hand.run.ok:
             gated = playbook(LAB_PLAN, PLAYBOOKS, env=env, on_start=on_start)
-    return Runs(first, second, gated, check, hand)
+    if gated is not None and gated.ok:
+        from cluster_plan.api import load_expanded
+
+        expanded = load_expanded(str(LAB_PLAN))
+        lost = lost_node.lose_and_return(LAB_PLAN, expanded, PLAYBOOKS, env, on_start)
+    return Runs(first, second, gated, check, hand, lost)
 
 
 class BackgroundConverge:
@@ -448,7 +453,7 @@ def converge_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def converged_lab(request: pytest.FixtureRequest) -> Converged:
-    """site.yml converged once per session on the session lab, and run three times more."""
+    """site.yml converged once per session on the session lab, and run five times more."""
     if _CONVERGED:
         return _CONVERGED[0]
     from cluster_plan.api import load_expanded
@@ -484,6 +489,10 @@ def converged_lab(request: pytest.FixtureRequest) -> Converged:
         print(f", after the hand changes {runs.hand.run.seconds:.0f}s", end="")
     if runs.gated is not None:
         print(f", gated re-run {runs.gated.seconds:.0f}s", end="")
+    if runs.lost is not None and runs.lost.lost is not None:
+        print(f", losing {runs.lost.victim} {runs.lost.lost.seconds:.0f}s", end="")
+    if runs.lost is not None and runs.lost.again is not None:
+        print(f", after its return {runs.lost.again.seconds:.0f}s", end="")
     _CONVERGED.append(Converged(LAB_PLAN, expanded, *runs, runs_s=runs_s))
     return _CONVERGED[0]
 

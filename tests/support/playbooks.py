@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,13 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.result.returncode == 0
+
+
+def sigint_default() -> None:
+    """preexec_fn for a lab command a test stops with SIGINT, as Ctrl-C in a terminal would:
+    a suite started in the background (`make test &`) inherits SIGINT ignored, and Python
+    then never raises KeyboardInterrupt, so the command would not stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def ansible_env() -> dict[str, str]:

@@ -1,8 +1,8 @@
-"""The session converge's hand changes, with stand-ins for the lab and site.yml: the runs in
-their order (the hand changes after the idempotence and check-mode runs, the run that puts
-them right before the gated re-run), and nothing changed by hand unless every planned value
-was read first. The lab's own session is the real proof (tests/roles/test_stage_gate_lab.py
-reads these runs)."""
+"""The session converge's runs, with stand-ins for the lab and site.yml: their order (the
+hand changes after the idempotence and check-mode runs, the run that puts them right before
+the gated re-run, the lost node after it, only after runs that passed), and nothing changed
+by hand unless every planned value was read first. The lab's own session is the real proof
+(tests/roles/test_stage_gate_lab.py and test_lost_node_lab.py read these runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import support.lab_session as session
-from support import hand_changes
+from support import hand_changes, lost_node
 from support.playbooks import Run
 
 PLAN = Path("cluster.yml")
@@ -66,8 +66,13 @@ def fake_playbooks(monkeypatch: pytest.MonkeyPatch, fails: set[int]) -> list[str
         log.append("hand changes")
         return hand_changes.HandChanged()
 
+    def lose_and_return(*_args: Any) -> lost_node.LostNode:
+        log.append("lost node")
+        return lost_node.LostNode("cpu01")
+
     monkeypatch.setattr(session, "playbook", playbook)
     monkeypatch.setattr(session.hand_changes, "make", make)
+    monkeypatch.setattr(session.lost_node, "lose_and_return", lose_and_return)
     return log
 
 
@@ -79,9 +84,10 @@ def test_the_hand_changes_come_after_the_idempotence_and_check_runs_and_before_t
     full = " ".join(["site.yml", "-v", *session.FULL_RUN])
     check = " ".join(["site.yml", "--check", *session.FULL_RUN])
     assert log[0] == "site.yml" and sorted(log[1:3]) == sorted([full, check])
-    assert log[3:] == ["hand changes", "site.yml", "site.yml"]
+    assert log[3:] == ["hand changes", "site.yml", "site.yml", "lost node"]
     assert runs.hand is not None and runs.hand.run is not None and runs.hand.run.ok
     assert runs.gated is not None and runs.gated is not runs.hand.run
+    assert runs.lost is not None and runs.lost.victim == "cpu01"
 
 
 def test_no_gated_re_run_after_a_failed_repair(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,4 +95,11 @@ def test_no_gated_re_run_after_a_failed_repair(monkeypatch: pytest.MonkeyPatch) 
     runs = session.converge_runs({}, lambda _proc: None)
     assert log[3:] == ["hand changes", "site.yml"]
     assert runs.hand is not None and runs.hand.run is not None and not runs.hand.run.ok
-    assert runs.gated is None
+    assert runs.gated is None and runs.lost is None
+
+
+def test_no_node_is_lost_after_a_failed_gated_re_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = fake_playbooks(monkeypatch, fails={4})
+    runs = session.converge_runs({}, lambda _proc: None)
+    assert log[3:] == ["hand changes", "site.yml", "site.yml"]
+    assert runs.gated is not None and not runs.gated.ok and runs.lost is None
