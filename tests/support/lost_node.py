@@ -26,6 +26,7 @@ from cluster_plan.lab.proc import kill_tree
 from cluster_plan.plan.contract import ExpandedPlan
 from support.node_shell import lab_run
 from support.playbooks import BIN, REPO, Run, playbook, sigint_default
+from support.waiting import wait_until
 
 TRIGGER = "PLAY [Ceph from the cluster plan]"  # the storage stage: part-way through site.yml
 RUN_TIMEOUT_S = 1800
@@ -122,12 +123,12 @@ def give_back_to_slurm(
     """The victim's slurmd restarted, and its state once no longer down (or at the bound)."""
     controller = expanded["groups"]["slurm_controller"][0]
     lab_run(plan, victim, ["systemctl", "restart", "slurmd"], env, 120)
-    deadline = time.monotonic() + BACK_IN_SLURM_S
-    while True:
-        state = slurm_state(plan, controller, victim, env)
-        if (state and not state.startswith("down")) or time.monotonic() > deadline:
-            return state
-        time.sleep(2)
+    return wait_until(
+        lambda: slurm_state(plan, controller, victim, env),
+        lambda state: bool(state) and not state.startswith("down"),
+        BACK_IN_SLURM_S,
+        step=2,
+    )
 
 
 def lose_and_return(
