@@ -71,14 +71,29 @@ lab-down: deps
 
 # A missing lab prerequisite fails the run (CLUSTER_PLAN_REQUIRE_LAB=1; opt out explicitly with
 # CLUSTER_PLAN_SKIP_LAB=1). The last line is `N passed, N failed, N skipped`: CI reads it.
+# Two pytest runs at once (tests/support/run_split.py): the session lab's chain (bring-up,
+# converge, its tests, its changes), and at nice 10 beside it the rest (the Kubernetes and
+# lifecycle labs, then the tests that need no lab), whose output (reports/beside.log) follows
+# the session's. With PYTEST_ARGS (a selection of one's own) one pytest runs it all.
 test:
 	@started=$$(date +%s.%N); \
 	$(MAKE) --no-print-directory deps || exit $$?; \
-	tests_started=$$(date +%s.%N); mkdir -p reports; rc=0; \
-	PATH="$(abspath $(BIN)):$$PATH" CLUSTER_PLAN_REQUIRE_LAB=1 $(BIN)/pytest \
-		--phases=all --junitxml=reports/all.xml $(PYTEST_ARGS) || rc=$$?; \
+	tests_started=$$(date +%s.%N); mkdir -p reports; rc=0; beside=; runs=; \
+	export PATH="$(abspath $(BIN)):$$PATH" CLUSTER_PLAN_REQUIRE_LAB=1; \
+	if [ -z "$(PYTEST_ARGS)" ]; then \
+		CLUSTER_PLAN_SPLIT=beside nice -n 10 $(BIN)/pytest -p no:cacheprovider \
+			--phases=beside --junitxml=reports/beside.xml >reports/beside.log 2>&1 & \
+		beside=$$!; trap 'kill -TERM $$beside 2>/dev/null; wait $$beside' INT TERM; \
+		export CLUSTER_PLAN_SPLIT=session; \
+	fi; \
+	$(BIN)/pytest --phases=all --junitxml=reports/all.xml $(PYTEST_ARGS) || rc=$$?; \
+	if [ -n "$$beside" ]; then \
+		beside_rc=0; wait $$beside || beside_rc=$$?; \
+		echo; echo "== the run beside the session lab's (reports/beside.log)"; \
+		cat reports/beside.log; runs="beside:$$beside_rc"; \
+	fi; \
 	$(PY) tests/support/phase_report.py --started $$started --tests-started $$tests_started \
-		all:$$rc
+		all:$$rc $$runs
 
 # `make test` and the long lab proofs it leaves out for CI's time limit (marker lab_extended;
 # docs/lab.md lists them).

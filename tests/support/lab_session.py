@@ -44,7 +44,7 @@ from cluster_plan.lab import lifecycle, state
 from cluster_plan.lab.names import RUN_ROOT, LabNames, for_plan
 from cluster_plan.lab.proc import ProcRef, kill_tree
 from cluster_plan.plan.contract import ExpandedPlan
-from support import hand_changes, lost_node
+from support import hand_changes, lost_node, run_split
 from support.hand_changes import HandChanged
 from support.lost_node import LostNode
 from support.playbooks import Run, ansible_env, playbook
@@ -225,6 +225,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"lab_extended: a long lab proof run by `make test-extended` ({EXTENDED_ENV}=1), "
         "not by `make test` (CI's time limit); docs/lab.md lists them",
     )
+    run_split.configure()
 
 
 def extended(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
@@ -249,6 +250,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"lab proofs not run by this session ({len(left_out)}; `make test-extended` or "
             f"{EXTENDED_ENV}=1 runs them): " + ", ".join(n.split("::")[-1] for n in left_out)
         )
+    run_split.summary(terminalreporter)
+
+
+def part_of(item: pytest.Item) -> int:
+    """Where a test runs in a session (see `pytest_collection_modifyitems`): 0 the bare
+    session lab's, 1 no lab or a lab of its own, 2 the converged lab's, 3 its changes, 4 its
+    re-provisioned nodes."""
+    fixtures = getattr(item, "fixturenames", ())
+    if item.get_closest_marker("lab_reprovisions") is not None:
+        return 4
+    if item.get_closest_marker("lab_changes") is not None:
+        return 3
+    if "converged_lab" in fixtures:
+        return 2
+    return 0 if item.get_closest_marker("lab") is not None and "lab" in fixtures else 1
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k dropped what this run does not select
@@ -260,26 +276,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     own ids and subnets; they leave CPU-sensitive measurement to the session lab's tests,
     which never overlap the converge); then the tests of the converged lab; then the tests
     that change the shared lab; last those that re-provision its nodes. A stable sort: within
-    each part the tests keep their order."""
-
-    def part(item: pytest.Item) -> int:
-        fixtures = getattr(item, "fixturenames", ())
-        if item.get_closest_marker("lab_reprovisions") is not None:
-            return 4
-        if item.get_closest_marker("lab_changes") is not None:
-            return 3
-        if "converged_lab" in fixtures:
-            return 2
-        return 0 if item.get_closest_marker("lab") is not None and "lab" in fixtures else 1
-
-    items[:] = extended(config, items)
-    items.sort(key=part)
+    each part the tests keep their order. `make test` splits the session in two runs at once
+    (support/run_split.py): the one beside takes part 1, labs of their own first."""
+    items[:] = run_split.split(config, extended(config, items), part_of)
+    items.sort(key=part_of)
     if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" or missing_prerequisites():
         return
-    if not any(part(item) >= 2 for item in items):
+    if not any(part_of(item) >= 2 for item in items):
         return
     # The first test that needs no lab starts the converge; with none, the first converged one.
-    first = next(item for item in items if part(item) >= 1)
+    first = next(item for item in items if part_of(item) >= 1)
     names = getattr(first, "fixturenames", None)
     if isinstance(names, list) and "converge_in_background" not in names:
         names.insert(0, "converge_in_background")

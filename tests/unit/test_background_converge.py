@@ -194,3 +194,38 @@ def test_a_long_lab_proof_runs_only_when_asked_for_and_is_named_when_not(tmp_pat
     assert "test_long_proof" in default.stdout
     assert asked.returncode == 0 and "2 passed" in asked.stdout, asked.stdout
     assert "lab proofs not run" not in asked.stdout
+
+
+def ran(run: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
+
+
+def test_make_test_s_two_runs_split_the_session_between_them(tmp_path: Path) -> None:
+    """`make test` runs the session lab's chain in one pytest and the rest beside it in
+    another: each takes its side, in the session's order, and names what it left."""
+    session = inner(tmp_path, CLUSTER_PLAN_SPLIT="session")
+    assert session.returncode == 0, session.stdout + session.stderr
+    assert ran(session) == ["test_a_bare", "test_c_converged", "test_d_changes"]
+    seen = events(session)
+    assert seen[:3] == ["lab up", "bare", "converge started"], seen
+    assert seen.index("converge done") < seen.index("converged") < seen.index("changes")
+    assert "3 passed, 3 deselected" in session.stdout, session.stdout
+    assert "CLUSTER_PLAN_SPLIT=session: 3 tests left to the run on the beside side" in (
+        session.stdout
+    )
+
+    beside = inner(tmp_path, CLUSTER_PLAN_SPLIT="beside")
+    assert beside.returncode == 0, beside.stdout + beside.stderr
+    # a lab of its own first, then the tests that need no lab; no session lab, no converge
+    assert ran(beside) == ["test_e_own_lab", "test_b_plain", "test_z_plain_again"]
+    assert events(beside) == ["own lab", "plain", "plain again"], beside.stdout
+    assert "CLUSTER_PLAN_SPLIT=beside: 3 tests left to the run on the session side" in (
+        beside.stdout
+    )
+
+
+def test_a_split_that_names_no_side_is_refused_in_words(tmp_path: Path) -> None:
+    run = inner(tmp_path, CLUSTER_PLAN_SPLIT="both")
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "CLUSTER_PLAN_SPLIT='both': expected one of session, beside" in run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
