@@ -243,6 +243,10 @@ def extended(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Ite
 _LEFT_OUT = pytest.StashKey[list[str]]()
 
 
+def pytest_unconfigure() -> None:
+    run_split.unconfigure()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     left_out = terminalreporter.config.stash.get(_LEFT_OUT, [])
     if left_out:
