@@ -20,12 +20,11 @@ APT_PACKAGES := python3-venv python3-dev debootstrap iproute2 nftables iptables 
 # printed at the end against tests/budget.json (tests/support/phase_report.py).
 PYTEST_ARGS ?=
 
-.PHONY: help deps apt-deps lab lab-down test test-extended lint bench check-plans
+.PHONY: help deps apt-deps lab lab-down test lint bench check-plans
 
 help:
 	@echo "make lab    - install everything, bring up the lab from $(PLAN), run site.yml on it"
 	@echo "make test   - install everything and run the whole test suite"
-	@echo "make test-extended - make test and the long lab proofs it leaves out"
 	@echo "make lint   - ruff, mypy, complexity (radon), the import contract, yamllint, ansible-lint, plan schema checks"
 	@echo "make bench  - print the benchmark figures"
 	@echo "make lab-down - remove everything the lab made"
@@ -94,11 +93,6 @@ test:
 	fi; \
 	$(PY) tests/support/phase_report.py --started $$started --tests-started $$tests_started \
 		all:$$rc $$runs
-
-# `make test` and the long lab proofs it leaves out for CI's time limit (marker lab_extended;
-# docs/lab.md lists them).
-test-extended:
-	CLUSTER_PLAN_LAB_EXTENDED=1 $(MAKE) --no-print-directory test
 
 lint: deps
 	$(BIN)/ruff check cluster_plan plugins roles tests benchmarks

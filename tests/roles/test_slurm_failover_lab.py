@@ -332,7 +332,6 @@ def node_state(cluster: SlurmHA, node: str) -> str:
 
 
 @pytest.mark.lab_changes
-@pytest.mark.lab_extended  # make test-extended (docs/lab.md: CI's time limit)
 def test_a_lost_node_goes_down_requeues_or_fails_its_jobs_and_returns_by_itself(ha: SlurmHA):
     partition = "training"  # the one class over two nodes in the lab plan
     nodes = ha.sh(ha.client, f"sinfo -h -N -p {partition} -o %N").split()

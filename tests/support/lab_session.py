@@ -208,9 +208,6 @@ def lab() -> Iterator[Lab]:
                 signal.signal(signal.SIGTERM, previous)
 
 
-EXTENDED_ENV = "CLUSTER_PLAN_LAB_EXTENDED"
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lab_changes: changes the shared lab and restores it; runs after the others"
@@ -220,27 +217,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "lab_reprovisions: adds, re-provisions or retires nodes of the shared lab; runs last, "
         "so that what a node's new life leaves behind meets no other test",
     )
-    config.addinivalue_line(
-        "markers",
-        f"lab_extended: a long lab proof run by `make test-extended` ({EXTENDED_ENV}=1), "
-        "not by `make test` (CI's time limit); docs/lab.md lists them",
-    )
     run_split.configure()
-
-
-def extended(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
-    """The items to run: the `lab_extended` ones only when asked for, the others deselected
-    in pytest's own way (counted as deselected, and named at the end of the run)."""
-    if os.environ.get(EXTENDED_ENV) == "1":
-        return items
-    left_out = [item for item in items if item.get_closest_marker("lab_extended") is not None]
-    if left_out:
-        config.hook.pytest_deselected(items=left_out)
-        config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
-    return [item for item in items if item.get_closest_marker("lab_extended") is None]
-
-
-_LEFT_OUT = pytest.StashKey[list[str]]()
 
 
 def pytest_unconfigure() -> None:
@@ -248,12 +225,6 @@ def pytest_unconfigure() -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    left_out = terminalreporter.config.stash.get(_LEFT_OUT, [])
-    if left_out:
-        terminalreporter.write_line(
-            f"lab proofs not run by this session ({len(left_out)}; `make test-extended` or "
-            f"{EXTENDED_ENV}=1 runs them): " + ", ".join(n.split("::")[-1] for n in left_out)
-        )
     run_split.summary(terminalreporter)
 
 
@@ -282,7 +253,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     that change the shared lab; last those that re-provision its nodes. A stable sort: within
     each part the tests keep their order. `make test` splits the session in two runs at once
     (support/run_split.py): the one beside takes part 1, labs of their own first."""
-    items[:] = run_split.split(config, extended(config, items), part_of)
+    items[:] = run_split.split(config, items, part_of)
     items.sort(key=part_of)
     if os.environ.get("CLUSTER_PLAN_LAB_CONVERGED") == "1" or missing_prerequisites():
         return

@@ -158,44 +158,6 @@ def test_a_failed_background_converge_fails_the_converged_tests_not_the_others(
     assert events(run)[-1] == "lab down"
 
 
-EXTENDED_TESTS = """
-import pytest
-
-@pytest.mark.lab_extended
-def test_long_proof():
-    pass
-
-def test_short():
-    pass
-"""
-
-
-def test_a_long_lab_proof_runs_only_when_asked_for_and_is_named_when_not(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["support.lab_session"]\n')
-    (tmp_path / "test_inner.py").write_text(EXTENDED_TESTS)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "CLUSTER_PLAN_"))}
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path)]
-    runs = [
-        subprocess.run(
-            argv,
-            cwd=tmp_path,
-            env={**clean, "PYTHONPATH": str(TESTS), **extra},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        for extra in ({}, {"CLUSTER_PLAN_LAB_EXTENDED": "1"})
-    ]
-    default, asked = runs
-    assert default.returncode == 0, default.stdout
-    assert "1 passed, 1 deselected" in default.stdout, default.stdout
-    assert "lab proofs not run by this session (1; `make test-extended`" in default.stdout
-    assert "test_long_proof" in default.stdout
-    assert asked.returncode == 0 and "2 passed" in asked.stdout, asked.stdout
-    assert "lab proofs not run" not in asked.stdout
-
-
 def ran(run: subprocess.CompletedProcess[str]) -> list[str]:
     return [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
 
