@@ -50,7 +50,8 @@ def split(
     config: pytest.Config, items: list[pytest.Item], part_of: Callable[[pytest.Item], int]
 ) -> list[pytest.Item]:
     """The items of this run's side, the others deselected in pytest's way (counted as
-    deselected and named in the summary); on the side beside, labs of their own first."""
+    deselected, and their number in the summary); on the side beside, labs of their own
+    first."""
     taken = side()
     if taken is None:
         return items
@@ -59,7 +60,8 @@ def split(
         kept = sorted(beside, key=lambda item: item.get_closest_marker("lab") is None)
     else:
         kept = [item for item in items if part_of(item) != BESIDE_PART]
-    others = [item for item in items if item not in set(kept)]
+    keep = set(kept)
+    others = [item for item in items if item not in keep]
     if others:
         config.hook.pytest_deselected(items=others)
     config.stash[_LEFT_TO_OTHER] = len(others)
