@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cluster_plan.lab import priority
 from cluster_plan.lab.hardware import device_links, device_nodes
 from cluster_plan.lab.kubernetes import boot_lines as kubelet_boot_lines
 from cluster_plan.lab.kubernetes import exec_line as kubelet_exec_line
@@ -49,8 +48,6 @@ def make_cgroups(names: LabNames, host: str) -> list[Path]:
                 for knob in ("cpuset.cpus", "cpuset.mems"):  # cpuset refuses tasks without
                     if (part / knob).exists() and not (part / knob).read_text().strip():
                         (part / knob).write_text((part.parent / knob).read_text())
-                if part == path.parent:  # the lab's own: its nodes share the caller's nice
-                    priority.follow_nice(part)
         made.append(path / "cgroup.procs")
     return made
 

@@ -220,10 +220,6 @@ def pytest_configure(config: pytest.Config) -> None:
     run_split.configure()
 
 
-def pytest_unconfigure() -> None:
-    run_split.unconfigure()
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     run_split.summary(terminalreporter)
 

@@ -3,11 +3,11 @@ CLUSTER_PLAN_SPLIT:
 
 - `session`: the session lab's chain, each step waiting on the one before: its bare-lab
   tests, its converge, the converged lab's tests, its changes. This is the run's long pole.
-- `beside` (started at nice 10, which its own processes and its labs' nodes keep against
-  the session's: see `configure`): everything else, first the labs of their own (the
+- `beside` (started at nice 10): everything else, first the labs of their own (the
   Kubernetes lab, the lifecycle labs), then the tests that need no lab. It takes the cores
   the chain leaves idle: the converged lab's tests and its changes keep under one of two
-  busy.
+  busy. Its nice ranks its processes below the session's, not its labs' nodes, which run
+  in cgroups of their own: weighting those too starved the Kubernetes lab (docs/lab.md).
 
 The labs of their own go first so that the Kubernetes lab's image pulls meet the session
 lab's converge, not the storage proofs among its changes, which wait on the disk. Without
@@ -19,13 +19,9 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 import pytest
-
-from cluster_plan.lab import priority
-from cluster_plan.lab.names import CGROUP_ROOT
 
 SPLIT_ENV = "CLUSTER_PLAN_SPLIT"
 SIDES = ("session", "beside")
@@ -72,28 +68,12 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-_GROUP: list[Path] = []
-
-
 def configure() -> None:
     """On the side beside, SIGTERM (a CI timeout, or `make test` stopped) ends the run like
-    Ctrl-C, so the labs of its own are still taken down (on the session's side the session
-    lab's fixture does the same); and the run's nice holds against the session lab's nodes:
-    the run goes into a CPU cgroup of its own weighted by its nice, and the labs it brings
-    up weigh their nodes by it too (cluster_plan.lab.priority)."""
-    if side() != "beside":
-        return
-    signal.signal(signal.SIGTERM, _interrupt)
-    group = priority.enter_own_group(CGROUP_ROOT, f"cluster-plan-tests-{os.getpid()}")
-    if group is not None:
-        _GROUP.append(group)
-
-
-def unconfigure() -> None:
-    while _GROUP:
-        group = _GROUP.pop()
-        if not priority.leave_group(group):
-            print(f"cgroup {group} still holds a process this run started; left in place")
+    Ctrl-C, so the labs of its own are still taken down; on the session's side the session
+    lab's fixture does the same."""
+    if side() == "beside":
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def summary(terminalreporter: pytest.TerminalReporter) -> None:
