@@ -217,7 +217,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "lab_reprovisions: adds, re-provisions or retires nodes of the shared lab; runs last, "
         "so that what a node's new life leaves behind meets no other test",
     )
-    run_split.configure()
+    if run_split.side() == "beside":  # its labs of their own, taken down on SIGTERM too
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -17,9 +17,7 @@ the variable (a selection of one's own, `make test PYTEST_ARGS=...`) one run tak
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable
-from types import FrameType
 
 import pytest
 
@@ -51,29 +49,17 @@ def split(
     taken = side()
     if taken is None:
         return items
-    beside = [item for item in items if part_of(item) == BESIDE_PART]
+    kept: list[pytest.Item] = []
+    others: list[pytest.Item] = []
+    for item in items:
+        mine = (part_of(item) == BESIDE_PART) == (taken == "beside")
+        (kept if mine else others).append(item)
     if taken == "beside":
-        kept = sorted(beside, key=lambda item: item.get_closest_marker("lab") is None)
-    else:
-        kept = [item for item in items if part_of(item) != BESIDE_PART]
-    keep = set(kept)
-    others = [item for item in items if item not in keep]
+        kept.sort(key=lambda item: item.get_closest_marker("lab") is None)
     if others:
         config.hook.pytest_deselected(items=others)
     config.stash[_LEFT_TO_OTHER] = len(others)
     return kept
-
-
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def configure() -> None:
-    """On the side beside, SIGTERM (a CI timeout, or `make test` stopped) ends the run like
-    Ctrl-C, so the labs of its own are still taken down; on the session's side the session
-    lab's fixture does the same."""
-    if side() == "beside":
-        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -111,13 +111,16 @@ def events(run: subprocess.CompletedProcess[str]) -> list[str]:
     return line.split("EVENTS=", 1)[1].split("|")
 
 
+def ran(run: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
+
+
 def test_bare_lab_then_no_lab_while_it_converges_then_converged_then_changes(
     tmp_path: Path,
 ) -> None:
     run = inner(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
-    order = [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
-    assert order == [
+    assert ran(run) == [
         "test_a_bare",
         "test_b_plain",
         "test_z_plain_again",
@@ -156,10 +159,6 @@ def test_a_failed_background_converge_fails_the_converged_tests_not_the_others(
     assert "test_c_converged ERROR" in run.stdout, run.stdout
     assert "RuntimeError: site.yml could not start" in run.stdout
     assert events(run)[-1] == "lab down"
-
-
-def ran(run: subprocess.CompletedProcess[str]) -> list[str]:
-    return [ln.split("::")[1].split()[0] for ln in run.stdout.splitlines() if "::test_" in ln]
 
 
 def test_make_test_s_two_runs_split_the_session_between_them(tmp_path: Path) -> None:
